@@ -1,0 +1,164 @@
+//! An in-process backend with the same semantics as Redis: reentrant holds, leases that
+//! expire, FIFO wake-one waiting and a loss signal. The embedded default for examples,
+//! tests and single-process services.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs};
+use crate::error::{BackendError, Released};
+use crate::key::{LockKey, OwnerId};
+use crate::wait::WaitQueues;
+
+/// Locks held in this process's memory.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use tower_lock::LockManager;
+///
+/// let locks = LockManager::memory();
+/// let guard = locks.lock("order:42").acquire().await.unwrap();
+/// assert!(locks.lock("order:42").try_acquire().await.is_err());
+/// guard.release().await.unwrap();
+/// # }
+/// ```
+#[derive(Clone, Default, Debug)]
+pub struct MemoryBackend {
+    locks: Arc<Mutex<Locks>>,
+}
+
+#[derive(Default, Debug)]
+struct Locks {
+    held: HashMap<LockKey, Hold>,
+    /// Size of `held` after the last sweep of expired entries.
+    swept_at: usize,
+}
+
+#[derive(Debug)]
+struct Hold {
+    owner: OwnerId,
+    count: u32,
+    expires: Instant,
+}
+
+impl MemoryBackend {
+    /// An empty backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with_locks<T>(&self, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut locks, Instant::now())
+    }
+}
+
+impl Locks {
+    /// The live hold of `key`, dropping it first if its lease ran out.
+    fn live(&mut self, key: &LockKey, now: Instant) -> Option<&mut Hold> {
+        if self.held.get(key).is_some_and(|hold| hold.expires <= now) {
+            self.held.remove(key);
+        }
+        self.held.get_mut(key)
+    }
+
+    /// Expired holds are removed lazily; sweep them all when the map has doubled, so that
+    /// names nobody touches again do not pile up.
+    fn sweep(&mut self, now: Instant) {
+        if self.held.len() >= 2 * self.swept_at.max(64) {
+            self.held.retain(|_, hold| hold.expires > now);
+            self.swept_at = self.held.len();
+        }
+    }
+}
+
+fn ready<T: Send + 'static>(value: T) -> BoxFuture<T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl Backend for MemoryBackend {
+    fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        let attempt = self.with_locks(|locks, now| {
+            locks.sweep(now);
+            let expires = now + args.lease;
+            match locks.live(&args.key, now) {
+                None if args.expected == 0 => {
+                    locks.held.insert(
+                        args.key.clone(),
+                        Hold {
+                            owner: args.owner.clone(),
+                            count: 1,
+                            expires,
+                        },
+                    );
+                    Attempt::Acquired
+                }
+                Some(hold) if hold.owner == args.owner => {
+                    if hold.count == args.expected {
+                        hold.count += 1;
+                    } else if hold.count != args.expected + 1 {
+                        return Attempt::Lost;
+                    }
+                    hold.expires = expires;
+                    Attempt::Acquired
+                }
+                None => Attempt::Lost,
+                Some(_) if args.expected > 0 => Attempt::Lost,
+                Some(hold) => Attempt::Busy(Some(hold.expires - now)),
+            }
+        });
+        ready(Ok(attempt))
+    }
+
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+        let released = self.with_locks(|locks, now| {
+            let Some(hold) = locks.live(&args.key, now) else {
+                return Released::NotHeld;
+            };
+            if hold.owner != args.owner {
+                return Released::NotHeld;
+            }
+            hold.count -= 1;
+            if hold.count > 0 {
+                hold.expires = now + args.lease;
+                Released::StillHeld
+            } else {
+                locks.held.remove(&args.key);
+                Released::Unlocked
+            }
+        });
+        ready(Ok(released))
+    }
+
+    fn renew(
+        &self,
+        key: LockKey,
+        owner: OwnerId,
+        lease: Duration,
+    ) -> BoxFuture<Result<bool, BackendError>> {
+        let renewed = self.with_locks(|locks, now| match locks.live(&key, now) {
+            Some(hold) if hold.owner == owner => {
+                hold.expires = now + lease;
+                true
+            }
+            _ => false,
+        });
+        ready(Ok(renewed))
+    }
+
+    fn attach(&self, _queues: WaitQueues) {
+        // One process: every release goes through the manager, which wakes local waiters
+        // itself, and expiries are covered by the waiters' lease timers.
+    }
+
+    fn needs_subscription(&self) -> bool {
+        false
+    }
+
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+}

@@ -1,0 +1,101 @@
+//! The storage behind a [`LockManager`](crate::LockManager): a small trait and two
+//! implementations, [`RedisBackend`] and [`MemoryBackend`], which share one behaviour suite.
+//!
+//! A backend stores the lock state and carries unlock notifications; the manager does the
+//! rest (local FIFO queues, wake-one hand-over, deadlines, watchdog, cancellation).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::error::{BackendError, Released};
+use crate::key::{LockKey, OwnerId};
+use crate::wait::WaitQueues;
+
+pub mod memory;
+pub mod redis;
+
+pub use memory::MemoryBackend;
+pub use redis::RedisBackend;
+
+/// A boxed, sendable future that owns its data (it may outlive its caller: an operation whose
+/// caller went away is finished and cleaned up in the background).
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The outcome of one acquisition attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// The owner now holds the lock (its count went from `expected` to `expected + 1`).
+    Acquired,
+    /// Another owner holds it; its lease runs for this long (`None`: no expiry set).
+    Busy(Option<Duration>),
+    /// A reentrant attempt (`expected > 0`) found that the owner no longer holds the lock.
+    Lost,
+}
+
+/// One acquisition attempt.
+#[derive(Debug, Clone)]
+pub struct AcquireArgs {
+    /// The lock.
+    pub key: LockKey,
+    /// Who asks.
+    pub owner: OwnerId,
+    /// The lease to set on success.
+    pub lease: Duration,
+    /// How many holds `owner` has before this one (0 for a first acquisition). A backend
+    /// must apply an attempt at most once: an attempt re-sent after it already took effect
+    /// finds the count at `expected + 1` and reports `Acquired` without counting again.
+    pub expected: u32,
+}
+
+/// One release.
+#[derive(Debug, Clone)]
+pub struct ReleaseArgs {
+    /// The lock.
+    pub key: LockKey,
+    /// Who releases.
+    pub owner: OwnerId,
+    /// The lease to set again when a reentrant hold remains.
+    pub lease: Duration,
+    /// Unique per release call: a re-sent release returns the first outcome.
+    pub request_id: String,
+}
+
+/// Storage and notifications for locks.
+///
+/// Every future is `'static` and must be safe to finish without its caller: the manager
+/// keeps an abandoned acquisition running in the background so that it can undo it.
+pub trait Backend: Send + Sync + 'static {
+    /// Tries once to take `args.key` for `args.owner` (reentrant for the same owner).
+    fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>>;
+
+    /// Drops one hold. At zero the lock is deleted and an unlock notification goes to every
+    /// process waiting on it.
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>>;
+
+    /// Extends the lease if `owner` still holds the lock; `Ok(false)` when it does not.
+    fn renew(
+        &self,
+        key: LockKey,
+        owner: OwnerId,
+        lease: Duration,
+    ) -> BoxFuture<Result<bool, BackendError>>;
+
+    /// Connects the backend to the manager's wait queues: from now on the backend keeps its
+    /// notification subscriptions in step with [`WaitQueues::watched`] (see
+    /// [`WaitQueues::changed`]), and reports unlocks from other processes with
+    /// [`WaitQueues::unlocked`] and possibly lost notifications with
+    /// [`WaitQueues::resync`]. Releases made through this manager are announced to local
+    /// waiters by the manager itself.
+    fn attach(&self, queues: WaitQueues);
+
+    /// Whether unlocks from other processes arrive only after a subscription is confirmed
+    /// (see [`WaitQueues::subscribed`]). A single-process backend returns `false`: its
+    /// waiters are ready at once.
+    fn needs_subscription(&self) -> bool {
+        true
+    }
+
+    /// A short name for logs ("redis", "memory").
+    fn kind(&self) -> &'static str;
+}

@@ -1,0 +1,249 @@
+//! The Redis backend (via [fred]): Redisson's `RLock` layout and scripts, one subscriber
+//! connection per manager for unlock notifications.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::prelude::*;
+use fred::types::scripts::Script;
+use tokio::task::JoinHandle;
+
+use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs};
+use crate::error::{BackendError, Released};
+use crate::key::{LockKey, OwnerId};
+use crate::wait::WaitQueues;
+
+mod scripts;
+mod subscriptions;
+
+/// Default time limit for one Redis command.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long a release's unlock latch lives: longer than fred keeps re-sending a command.
+const UNLOCK_LATCH_TTL: Duration = Duration::from_secs(60);
+
+/// Locks in Redis, in Redisson's `RLock` format.
+///
+/// Build it with [`LockManager::redis`](crate::LockManager::redis) or
+/// [`RedisBackend::connect`]. Every command has a time limit
+/// ([`DEFAULT_COMMAND_TIMEOUT`]) and fails at once while the connection is down, so a
+/// request is answered promptly (fail closed) instead of queuing behind a reconnect.
+#[derive(Clone)]
+pub struct RedisBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    subscriber: SubscriberClient,
+    options: Options,
+    acquire: Script,
+    release: Script,
+    renew: Script,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("client", &self.inner.client.id())
+            .finish()
+    }
+}
+
+impl RedisBackend {
+    /// Connects to the Redis server at `url` (`redis://[user:password@]host:port[/db]`),
+    /// opening a command connection and a subscriber connection.
+    ///
+    /// Fails with a clear error when the URL is invalid or the server cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, BackendError> {
+        let config = Config::from_url(url)
+            .map_err(|e| BackendError::with_source(format!("invalid Redis URL `{url}`"), e))?;
+        Self::from_config(config).await
+    }
+
+    /// Connects with a fred [`Config`] (Sentinel, TLS, credentials…).
+    pub async fn from_config(config: Config) -> Result<Self, BackendError> {
+        let mut builder = Builder::from_config(config);
+        builder
+            // Reconnect forever with backoff; commands fail fast meanwhile.
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+            .with_connection_config(|c| {
+                c.connection_timeout = Duration::from_secs(5);
+                c.internal_command_timeout = Duration::from_secs(5);
+            })
+            .with_performance_config(|p| {
+                p.default_command_timeout = DEFAULT_COMMAND_TIMEOUT;
+                // Unlock messages of many names arrive on one connection.
+                p.broadcast_channel_capacity = 4096;
+            });
+        let build_error = |e| BackendError::with_source("cannot build the Redis client", e);
+        let client = builder.build().map_err(build_error)?;
+        let subscriber = builder.build_subscriber_client().map_err(build_error)?;
+        let connect_error = |e| BackendError::with_source("cannot connect to Redis", e);
+        client.init().await.map_err(connect_error)?;
+        if let Err(e) = subscriber.init().await {
+            let _ = client.quit().await;
+            return Err(connect_error(e));
+        }
+        Ok(Self::from_clients(client, subscriber))
+    }
+
+    /// Uses clients the caller built and connected. `subscriber` must be dedicated to this
+    /// backend (it subscribes and unsubscribes lock channels).
+    pub fn from_clients(client: Client, subscriber: SubscriberClient) -> Self {
+        RedisBackend {
+            inner: Arc::new(Inner {
+                client,
+                subscriber,
+                options: Options {
+                    timeout: Some(DEFAULT_COMMAND_TIMEOUT),
+                    fail_fast: true,
+                    ..Default::default()
+                },
+                acquire: Script::from_lua(scripts::ACQUIRE),
+                release: Script::from_lua(scripts::RELEASE),
+                renew: Script::from_lua(scripts::RENEW),
+                tasks: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Changes the time limit of each lock command (default [`DEFAULT_COMMAND_TIMEOUT`]).
+    /// Only effective before the backend is shared with a manager.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.options.timeout = Some(timeout);
+        }
+        self
+    }
+
+    /// The command client (for your own commands on the same connection).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// Runs `script` by EVALSHA; loads it and runs it again when the server does not know
+    /// it (after a restart or `SCRIPT FLUSH`).
+    fn eval<R: FromValue + Send + 'static>(
+        &self,
+        script: fn(&Inner) -> &Script,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> BoxFuture<Result<R, BackendError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let script = script(&inner);
+            let client = inner.client.with_options(&inner.options);
+            let first = client
+                .evalsha::<R, _, _, _>(script.sha1().clone(), keys.clone(), args.clone())
+                .await;
+            let result = match first {
+                Err(e) if e.details().starts_with("NOSCRIPT") => {
+                    tracing::debug!("Redis lost the lock scripts (restart or SCRIPT FLUSH); reloading");
+                    let lua = script.lua().cloned().unwrap_or_default();
+                    match client.script_load::<String, _>(lua).await {
+                        Ok(_) => client.evalsha(script.sha1().clone(), keys, args).await,
+                        Err(e) => Err(e),
+                    }
+                }
+                other => other,
+            };
+            result.map_err(|e| BackendError::with_source("Redis command failed", e))
+        })
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            task.abort();
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (client, subscriber) = (self.client.clone(), self.subscriber.clone());
+            runtime.spawn(async move {
+                let _ = subscriber.quit().await;
+                let _ = client.quit().await;
+            });
+        }
+    }
+}
+
+fn millis(d: Duration) -> Value {
+    Value::Integer(d.as_millis().clamp(1, i64::MAX as u128) as i64)
+}
+
+impl Backend for RedisBackend {
+    fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        let reply = self.eval::<Option<i64>>(
+            |i| &i.acquire,
+            vec![args.key.as_str().to_owned()],
+            vec![
+                millis(args.lease),
+                args.owner.as_str().into(),
+                Value::Integer(args.expected.into()),
+            ],
+        );
+        Box::pin(async move {
+            Ok(match reply.await? {
+                None => Attempt::Acquired,
+                Some(-3) => Attempt::Lost,
+                Some(pttl) if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
+                Some(_) => Attempt::Busy(None),
+            })
+        })
+    }
+
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+        let reply = self.eval::<Option<i64>>(
+            |i| &i.release,
+            vec![
+                args.key.as_str().to_owned(),
+                args.key.channel(),
+                args.key.unlock_latch(&args.request_id),
+            ],
+            vec![
+                scripts::UNLOCK_MESSAGE.into(),
+                millis(args.lease),
+                args.owner.as_str().into(),
+                "publish".into(),
+                millis(UNLOCK_LATCH_TTL),
+            ],
+        );
+        Box::pin(async move {
+            Ok(match reply.await? {
+                None => Released::NotHeld,
+                Some(0) => Released::StillHeld,
+                Some(_) => Released::Unlocked,
+            })
+        })
+    }
+
+    fn renew(
+        &self,
+        key: LockKey,
+        owner: OwnerId,
+        lease: Duration,
+    ) -> BoxFuture<Result<bool, BackendError>> {
+        let reply = self.eval::<i64>(
+            |i| &i.renew,
+            vec![key.as_str().to_owned()],
+            vec![millis(lease), owner.as_str().into()],
+        );
+        Box::pin(async move { Ok(reply.await? == 1) })
+    }
+
+    fn attach(&self, queues: WaitQueues) {
+        let tasks = subscriptions::spawn(self.inner.subscriber.clone(), queues);
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(tasks);
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+}

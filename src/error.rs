@@ -1,0 +1,131 @@
+//! What can go wrong when taking or keeping a lock.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::key::LockKey;
+
+/// Why an acquisition failed.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum LockError {
+    /// Another owner held the lock for the whole wait.
+    TimedOut {
+        /// The busy lock.
+        key: LockKey,
+        /// How long this request waited (zero for a single try).
+        waited: Duration,
+        /// The holder's remaining lease as last seen, when it has one.
+        holder_lease: Option<Duration>,
+    },
+    /// The backend could not be reached or answered with an error. The lock state is
+    /// unknown to this caller; an acquisition that may have landed is cleaned up in the
+    /// background.
+    Unavailable(BackendError),
+    /// The name cannot be used as a lock name.
+    InvalidName {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A reentrant acquisition was asked of a guard whose lock is no longer held.
+    Lost {
+        /// The lock that was lost.
+        key: LockKey,
+    },
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::TimedOut {
+                key,
+                waited,
+                holder_lease,
+            } => {
+                write!(f, "lock `{key}` is busy: still held after waiting {waited:?}")?;
+                if let Some(lease) = holder_lease {
+                    write!(f, " (the holder's lease runs for another {lease:?})")?;
+                }
+                Ok(())
+            }
+            LockError::Unavailable(err) => write!(f, "lock backend unavailable: {err}"),
+            LockError::InvalidName { reason } => write!(f, "invalid lock name: {reason}"),
+            LockError::Lost { key } => write!(f, "lock `{key}` is no longer held by this owner"),
+        }
+    }
+}
+
+impl StdError for LockError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            LockError::Unavailable(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+/// An error reported by a lock backend (for Redis: a connection, timeout or server error).
+#[derive(Debug, Clone)]
+pub struct BackendError {
+    message: Arc<str>,
+    source: Option<Arc<dyn StdError + Send + Sync>>,
+}
+
+impl BackendError {
+    /// An error with a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into().into(),
+            source: None,
+        }
+    }
+
+    /// An error that wraps its cause.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl StdError + Send + Sync + 'static,
+    ) -> Self {
+        BackendError {
+            message: message.into().into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, ": {source}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for BackendError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn StdError + 'static))
+    }
+}
+
+impl From<BackendError> for LockError {
+    fn from(err: BackendError) -> Self {
+        LockError::Unavailable(err)
+    }
+}
+
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// This was the last hold: the lock is now free and waiters were told.
+    Unlocked,
+    /// A reentrant hold remains: the lock is still held by the same owner.
+    StillHeld,
+    /// The lock was no longer held by this owner (its lease expired, or it was deleted).
+    /// Nothing was changed.
+    NotHeld,
+}

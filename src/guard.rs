@@ -1,0 +1,250 @@
+//! A held lock: release, reentry, loss signal.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OwnedMutexGuard;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
+use crate::error::{BackendError, LockError, Released};
+use crate::key::{LockKey, OwnerId};
+use crate::loss::LossSignal;
+use crate::manager::ManagerInner;
+use crate::settle::Settle;
+
+/// One owner's hold on a lock, shared by the guards of its reentrant acquisitions.
+pub(crate) struct Hold {
+    pub(crate) manager: Arc<ManagerInner>,
+    pub(crate) key: LockKey,
+    pub(crate) owner: OwnerId,
+    pub(crate) lease: Duration,
+    /// Whether a watchdog renews the lease (no explicit lease).
+    pub(crate) renewed: bool,
+    /// The owner's count in the backend; locked around every change so that each change
+    /// is sent with the count it expects.
+    pub(crate) count: Arc<tokio::sync::Mutex<u32>>,
+    pub(crate) loss: LossSignal,
+    /// The spawned watchdog, if this hold's watchdog runs as a task.
+    pub(crate) watchdog: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) runtime: tokio::runtime::Handle,
+}
+
+impl Hold {
+    /// Stops the spawned watchdog and waits until it cannot send anything more.
+    async fn stop_watchdog(&self) {
+        let task = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = task {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    /// Drops one hold, with the count lock already taken. Runs to the end even if its
+    /// caller goes away.
+    fn release(
+        self: Arc<Self>,
+        mut count: OwnedMutexGuard<u32>,
+    ) -> Settle<Result<Released, BackendError>> {
+        let operation: BoxFuture<Result<Released, BackendError>> = Box::pin(async move {
+            if *count <= 1 {
+                self.stop_watchdog().await;
+            }
+            let args = ReleaseArgs {
+                key: self.key.clone(),
+                owner: self.owner.clone(),
+                lease: self.lease,
+                request_id: self.manager.ids.next_request(),
+            };
+            let sent = Instant::now();
+            let result = self.manager.backend.release(args).await;
+            *count = count.saturating_sub(1);
+            match result {
+                Ok(Released::Unlocked) => self.manager.queues.released_locally(&self.key),
+                Ok(Released::StillHeld) => self.loss.extend(sent + self.lease),
+                Ok(Released::NotHeld) => {
+                    if *count > 0 {
+                        self.loss.fire();
+                    }
+                    tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: released a lock that was no longer held (its lease had ended)");
+                }
+                Err(ref error) => {
+                    tracing::warn!(key = %self.key, %error, "tower-lock: release failed; the lock stays until its lease ends");
+                }
+            }
+            result
+        });
+        Settle::new(operation, |_| None)
+    }
+}
+
+/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
+/// background on the runtime it was acquired on.
+///
+/// While the guard lives without an explicit lease, a watchdog renews the lease every
+/// lease/3. If the lock is lost anyway, [`lost`](Self::lost) completes.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    hold: Option<Arc<Hold>>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
+        LockGuard { hold: Some(hold) }
+    }
+
+    fn hold(&self) -> &Arc<Hold> {
+        self.hold.as_ref().expect("a live guard has its hold")
+    }
+
+    /// The lock's key (with the manager's prefix).
+    pub fn key(&self) -> &LockKey {
+        &self.hold().key
+    }
+
+    /// The owner id written in the lock.
+    pub fn owner(&self) -> &OwnerId {
+        &self.hold().owner
+    }
+
+    /// The lease; renewed by a watchdog unless it was set explicitly.
+    pub fn lease(&self) -> Duration {
+        self.hold().lease
+    }
+
+    /// Whether a watchdog renews the lease.
+    pub fn is_renewed(&self) -> bool {
+        self.hold().renewed
+    }
+
+    /// A handle on the loss signal that outlives the guard (to hand to other tasks).
+    pub fn loss(&self) -> LossSignal {
+        self.hold().loss.clone()
+    }
+
+    /// Whether the lock is known or presumed lost, without waiting.
+    pub fn is_lost(&self) -> bool {
+        self.hold().loss.is_lost()
+    }
+
+    /// Completes when the lock is lost (a renewal found it gone, renewals failed for a
+    /// whole lease, or an explicit lease ended).
+    pub async fn lost(&self) {
+        self.hold().loss.lost().await
+    }
+
+    /// Acquires the same lock again for the same owner (count + 1). The returned guard
+    /// releases its own hold; the lock is free once every guard has been released.
+    /// Fails with [`LockError::Lost`] if the owner no longer holds the lock.
+    pub async fn reenter(&self) -> Result<LockGuard, LockError> {
+        reenter(self.hold().clone()).await
+    }
+
+    /// Releases this hold and reports what it found. The lock is free (and waiters are
+    /// told) when this was the owner's last hold. If the future is dropped, the release
+    /// still completes in the background.
+    pub async fn release(mut self) -> Result<Released, BackendError> {
+        let hold = self.hold.take().expect("a live guard has its hold");
+        let count = hold.count.clone().lock_owned().await;
+        hold.release(count).await
+    }
+}
+
+/// Acquires `hold` once more for its owner. Shared with the HTTP layer's lock handle.
+pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
+    let lost = || LockError::Lost {
+        key: hold.key.clone(),
+    };
+    let count = hold.count.clone().lock_owned().await;
+    if *count == 0 || (hold.loss.is_lost() && hold.renewed) {
+        return Err(lost());
+    }
+    let expected = *count;
+    // The count lock travels with the attempt: if this future is dropped, the background
+    // undo still holds it, so no other change is sent with a stale count meanwhile.
+    let count = Arc::new(Mutex::new(Some(count)));
+    let undo_count = count.clone();
+    let undo_hold = hold.clone();
+    let args = AcquireArgs {
+        key: hold.key.clone(),
+        owner: hold.owner.clone(),
+        lease: hold.lease,
+        expected,
+    };
+    let sent = Instant::now();
+    let attempt = Settle::new(hold.manager.backend.acquire(args), move |result| {
+        let count = undo_count.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        match result {
+            Ok(Attempt::Acquired) => {
+                let mut count = count;
+                *count += 1;
+                Some(Box::pin(async move {
+                    let _ = undo_hold.release(count).await;
+                }) as BoxFuture<()>)
+            }
+            _ => None,
+        }
+    });
+    let result = attempt.await;
+    let mut count = count
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .expect("the count lock is only taken by the undo of a dropped attempt");
+    match result? {
+        Attempt::Acquired => {
+            *count += 1;
+            hold.loss.extend(sent + hold.lease);
+            drop(count);
+            Ok(LockGuard::new(hold))
+        }
+        Attempt::Busy(_) | Attempt::Lost => {
+            hold.loss.fire();
+            Err(lost())
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else {
+            return;
+        };
+        // Take our place in the count lock now, so that a release that starts after this
+        // drop (another guard of the same hold) is ordered after ours.
+        let runtime = hold.runtime.clone();
+        match hold.count.clone().try_lock_owned() {
+            Ok(count) => {
+                let release = hold.release(count);
+                runtime.spawn(release);
+            }
+            Err(_) => {
+                runtime.spawn(async move {
+                    let count = hold.count.clone().lock_owned().await;
+                    let _ = hold.release(count).await;
+                });
+            }
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.hold {
+            Some(hold) => f
+                .debug_struct("LockGuard")
+                .field("key", &hold.key)
+                .field("owner", &hold.owner)
+                .field("lease", &hold.lease)
+                .field("renewed", &hold.renewed)
+                .finish(),
+            None => f.write_str("LockGuard(released)"),
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Lock names, the Redis keys derived from them, and owner ids.
+//!
+//! The layout follows Redisson's `RLock` so that a Java service using Redisson and a Rust
+//! service using tower-lock exclude each other on the same name (see the crate docs).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::LockError;
+
+/// Default longest accepted lock name, in bytes (prefix excluded).
+pub const DEFAULT_MAX_NAME_LEN: usize = 1024;
+
+/// A validated lock key: the manager's prefix followed by the lock name.
+///
+/// Cheap to clone. Any bytes are allowed except an empty name; they only ever reach Redis
+/// as data (`KEYS`/`ARGV`), never as script text.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LockKey(Arc<str>);
+
+impl LockKey {
+    /// Builds `prefix + name`, rejecting an empty name or one longer than `max_len` bytes.
+    pub(crate) fn new(prefix: &str, name: &str, max_len: usize) -> Result<Self, LockError> {
+        if name.is_empty() {
+            return Err(LockError::InvalidName {
+                reason: "the lock name is empty".into(),
+            });
+        }
+        if name.len() > max_len {
+            return Err(LockError::InvalidName {
+                reason: format!(
+                    "the lock name is {} bytes long; the limit is {max_len} bytes",
+                    name.len()
+                ),
+            });
+        }
+        let mut key = String::with_capacity(prefix.len() + name.len());
+        key.push_str(prefix);
+        key.push_str(name);
+        Ok(LockKey(key.into()))
+    }
+
+    /// The full key as stored in Redis (the hash that holds the lock).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Redisson's unlock channel for this key: `redisson_lock__channel:{<key>}`.
+    pub fn channel(&self) -> String {
+        format!("{CHANNEL_PREFIX}{{{}}}", self.0)
+    }
+
+    /// The key whose channel this is, if `channel` is a lock channel.
+    pub(crate) fn from_channel(channel: &str) -> Option<LockKey> {
+        let inner = channel.strip_prefix(CHANNEL_PREFIX)?;
+        let inner = inner.strip_prefix('{')?.strip_suffix('}')?;
+        Some(LockKey(inner.into()))
+    }
+
+    /// Redisson's unlock latch key for one release request, which makes a re-sent release
+    /// return the first result instead of decrementing twice.
+    pub(crate) fn unlock_latch(&self, request_id: &str) -> String {
+        format!("redisson_unlock_latch:{{{}}}:{request_id}", self.0)
+    }
+}
+
+const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
+
+impl fmt::Debug for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Identifies one holder of a lock: `<manager UUID>:<holder number>`.
+///
+/// Redisson uses `<client UUID>:<thread id>`; async tasks have no threads, so every
+/// acquisition that is not a reentry gets a holder number of its own. The UUID is random
+/// (version 4, 122 random bits) so other processes cannot guess it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct OwnerId(Arc<str>);
+
+impl OwnerId {
+    /// The owner id as written into the lock hash.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Hands out owner ids and request ids for one manager.
+#[derive(Debug)]
+pub(crate) struct Ids {
+    manager: String,
+    next: AtomicU64,
+}
+
+impl Ids {
+    pub(crate) fn new() -> Self {
+        Ids {
+            manager: uuid::Uuid::new_v4().to_string(),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    pub(crate) fn manager_id(&self) -> &str {
+        &self.manager
+    }
+
+    pub(crate) fn next_owner(&self) -> OwnerId {
+        OwnerId(format!("{}:{}", self.manager, self.next_number()).into())
+    }
+
+    /// A unique id for one release request (names its unlock latch).
+    pub(crate) fn next_request(&self) -> String {
+        format!("{}:r{}", self.manager, self.next_number())
+    }
+
+    fn next_number(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_redisson_layout() {
+        let key = LockKey::new("app:", "order:42", 1024).unwrap();
+        assert_eq!(key.as_str(), "app:order:42");
+        assert_eq!(key.channel(), "redisson_lock__channel:{app:order:42}");
+        assert_eq!(
+            key.unlock_latch("abc:r1"),
+            "redisson_unlock_latch:{app:order:42}:abc:r1"
+        );
+        assert_eq!(LockKey::from_channel(&key.channel()), Some(key));
+        assert_eq!(LockKey::from_channel("other"), None);
+    }
+
+    #[test]
+    fn names_are_validated() {
+        assert!(matches!(
+            LockKey::new("", "", 10),
+            Err(LockError::InvalidName { .. })
+        ));
+        assert!(LockKey::new("p:", "0123456789", 10).is_ok());
+        let err = LockKey::new("", "01234567890", 10).unwrap_err();
+        assert!(err.to_string().contains("limit is 10 bytes"), "{err}");
+    }
+
+    #[test]
+    fn owner_ids_are_unique_and_carry_the_manager_id() {
+        let ids = Ids::new();
+        let (a, b) = (ids.next_owner(), ids.next_owner());
+        assert_ne!(a, b);
+        assert!(a.as_str().starts_with(ids.manager_id()));
+        assert_ne!(Ids::new().manager_id(), ids.manager_id());
+    }
+}

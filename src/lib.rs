@@ -1,0 +1,57 @@
+//! # tower-lock
+//!
+//! Request-scoped distributed locks for Tower and Axum, on Redis (Redisson-compatible) or
+//! in memory.
+//!
+//! The core is a [`LockManager`]: `manager.lock(name)` builds a request, `.acquire()`
+//! waits for the lock and returns a [`LockGuard`] that keeps the lease alive (watchdog)
+//! until it is released or dropped.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), tower_lock::LockError> {
+//! use std::time::Duration;
+//! use tower_lock::LockManager;
+//!
+//! let locks = LockManager::memory(); // or LockManager::redis("redis://127.0.0.1:6379").await?
+//! let guard = locks
+//!     .lock("order:42")
+//!     .wait(Duration::from_secs(5))
+//!     .acquire()
+//!     .await?;
+//! // ... work on order 42; no other holder of "order:42" runs meanwhile ...
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Redis layout
+//! A lock is Redisson's `RLock`: a hash at the key `<prefix><name>` with one field, the
+//! owner id `<manager UUID>:<holder number>`, whose value is the reentry count; the
+//! key's PEXPIRE is the lease. Releases publish `0` on `redisson_lock__channel:{<key>}`.
+//! A Redisson client calling `getLock("<prefix><name>")` and tower-lock exclude each other.
+//!
+//! ## Waiting
+//! Waiters sleep until an unlock message arrives (one subscriber connection per manager),
+//! or until the holder's lease as last reported ends; they never poll. Local waiters of
+//! one name form a FIFO queue and only its head retries, so the Redis work per hand-over
+//! does not grow with the number of waiters, and a newcomer never overtakes them.
+
+#![warn(missing_docs)]
+
+pub mod backend;
+mod error;
+mod guard;
+mod key;
+mod loss;
+mod manager;
+mod request;
+mod settle;
+mod wait;
+mod watchdog;
+
+pub use error::{BackendError, LockError, Released};
+pub use guard::LockGuard;
+pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
+pub use loss::LossSignal;
+pub use manager::{LockManager, LockManagerBuilder, DEFAULT_LEASE, DEFAULT_WAIT};
+pub use request::LockRequest;
+pub use wait::WaitQueues;

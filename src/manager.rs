@@ -1,0 +1,195 @@
+//! The lock manager: configuration, backend, wait queues and owner ids.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::{Backend, MemoryBackend, RedisBackend};
+use crate::error::{BackendError, LockError};
+use crate::key::{Ids, LockKey, DEFAULT_MAX_NAME_LEN};
+use crate::request::LockRequest;
+use crate::wait::WaitQueues;
+
+/// Default lease: renewed every lease/3 by a watchdog while held (Redisson's
+/// `lockWatchdogTimeout`).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Default time an acquisition waits for a busy lock.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// Takes and releases locks. Cheap to clone: clones share the backend, the subscriber
+/// connection and the wait queues.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use tower_lock::{LockError, LockManager};
+///
+/// let locks = LockManager::memory();
+/// let guard = locks.lock("order:42").acquire().await.unwrap();
+///
+/// // Another owner waits at most 20 ms, then gets a typed error.
+/// let busy = locks.lock("order:42").wait(Duration::from_millis(20)).acquire().await;
+/// assert!(matches!(busy, Err(LockError::TimedOut { .. })));
+///
+/// // The same owner may enter again; the lock is free after both holds are released.
+/// let again = guard.reenter().await.unwrap();
+/// again.release().await.unwrap();
+/// guard.release().await.unwrap();
+/// assert!(locks.lock("order:42").try_acquire().await.is_ok());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct LockManager {
+    pub(crate) inner: Arc<ManagerInner>,
+}
+
+pub(crate) struct ManagerInner {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) queues: WaitQueues,
+    pub(crate) ids: Ids,
+    pub(crate) settings: Settings,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) key_prefix: String,
+    pub(crate) lease: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) max_name_len: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            key_prefix: String::new(),
+            lease: DEFAULT_LEASE,
+            wait: DEFAULT_WAIT,
+            max_name_len: DEFAULT_MAX_NAME_LEN,
+        }
+    }
+}
+
+impl LockManager {
+    /// A manager on the in-memory backend with default settings (one process only).
+    pub fn memory() -> Self {
+        Self::builder().memory()
+    }
+
+    /// A manager on Redis at `url` with default settings.
+    pub async fn redis(url: &str) -> Result<Self, BackendError> {
+        Self::builder().redis(url).await
+    }
+
+    /// Settings for a new manager.
+    pub fn builder() -> LockManagerBuilder {
+        LockManagerBuilder {
+            settings: Settings::default(),
+        }
+    }
+
+    /// A request for the lock `name` (the manager's key prefix is put in front). Nothing is
+    /// sent until [`LockRequest::acquire`].
+    pub fn lock(&self, name: impl AsRef<str>) -> LockRequest {
+        let key = self.key(name.as_ref());
+        LockRequest::new(self.clone(), key)
+    }
+
+    /// The key `name` maps to, or why it is not a valid name.
+    pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
+        let settings = &self.inner.settings;
+        LockKey::new(&settings.key_prefix, name, settings.max_name_len)
+    }
+
+    /// This manager's random id, the first part of every owner id it hands out.
+    pub fn id(&self) -> &str {
+        self.inner.ids.manager_id()
+    }
+
+    /// The lease used when a request sets none.
+    pub fn default_lease(&self) -> Duration {
+        self.inner.settings.lease
+    }
+
+    /// How many names have waiters in this process right now (each has one subscription
+    /// on Redis).
+    pub fn waiting_names(&self) -> usize {
+        self.inner.queues.len()
+    }
+
+    /// The backend's kind: `"redis"` or `"memory"`.
+    pub fn backend_kind(&self) -> &'static str {
+        self.inner.backend.kind()
+    }
+}
+
+impl fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("id", &self.id())
+            .field("backend", &self.backend_kind())
+            .field("settings", &self.inner.settings)
+            .finish()
+    }
+}
+
+/// Builds a [`LockManager`]; every setting has a default.
+#[derive(Debug, Clone)]
+pub struct LockManagerBuilder {
+    settings: Settings,
+}
+
+impl LockManagerBuilder {
+    /// Put `prefix` in front of every lock name (default: none, so names are Redis keys as
+    /// they are, as with Redisson's `getLock(name)`).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.settings.key_prefix = prefix.into();
+        self
+    }
+
+    /// The lease of locks acquired without an explicit lease, renewed every lease/3 by a
+    /// watchdog (default [`DEFAULT_LEASE`], 30 s). Values under 3 ms are raised to 3 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.settings.lease = lease.max(Duration::from_millis(3));
+        self
+    }
+
+    /// How long an acquisition waits when the request does not say (default
+    /// [`DEFAULT_WAIT`], 10 s).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.settings.wait = wait;
+        self
+    }
+
+    /// The longest accepted lock name in bytes, prefix excluded (default 1 KiB).
+    pub fn max_name_len(mut self, max: usize) -> Self {
+        self.settings.max_name_len = max;
+        self
+    }
+
+    /// A manager on the in-memory backend.
+    pub fn memory(self) -> LockManager {
+        self.backend(MemoryBackend::new())
+    }
+
+    /// A manager on Redis at `url`; fails when the URL is invalid or Redis is unreachable.
+    /// Call it inside a Tokio runtime.
+    pub async fn redis(self, url: &str) -> Result<LockManager, BackendError> {
+        Ok(self.backend(RedisBackend::connect(url).await?))
+    }
+
+    /// A manager on any backend. For [`RedisBackend`], call it inside a Tokio runtime: the
+    /// subscriber's tasks are spawned here.
+    pub fn backend(self, backend: impl Backend) -> LockManager {
+        let queues = WaitQueues::new(!backend.needs_subscription());
+        backend.attach(queues.clone());
+        LockManager {
+            inner: Arc::new(ManagerInner {
+                backend: Arc::new(backend),
+                queues,
+                ids: Ids::new(),
+                settings: self.settings,
+            }),
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! One acquisition: try, queue, wait for a reason to retry, give up at the deadline.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
+use crate::error::{BackendError, LockError};
+use crate::guard::{Hold, LockGuard};
+use crate::key::{LockKey, OwnerId};
+use crate::loss::LossSignal;
+use crate::manager::{LockManager, ManagerInner};
+use crate::settle::Settle;
+use crate::wait::Turn;
+use crate::watchdog::keep_alive;
+
+/// Pause before a waiter retries after a backend error (doubling up to a second).
+const ERROR_RETRY: Duration = Duration::from_millis(50);
+
+/// A lock request: set how long to wait and the lease, then [`acquire`](Self::acquire).
+#[derive(Debug)]
+#[must_use = "nothing happens until `acquire` is awaited"]
+pub struct LockRequest {
+    manager: LockManager,
+    key: Result<LockKey, LockError>,
+    wait: Duration,
+    lease: Option<Duration>,
+}
+
+/// A watchdog that the caller drives itself (polled inside the HTTP layer's future).
+pub(crate) type InlineWatchdog = BoxFuture<()>;
+
+impl LockRequest {
+    pub(crate) fn new(manager: LockManager, key: Result<LockKey, LockError>) -> Self {
+        let wait = manager.inner.settings.wait;
+        LockRequest {
+            manager,
+            key,
+            wait,
+            lease: None,
+        }
+    }
+
+    /// How long to wait for a busy lock (zero: try once). Default: the manager's wait.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// An explicit lease: the lock expires after `lease` unless released, and no watchdog
+    /// renews it. Values under 1 ms are raised to 1 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// Tries once, without waiting.
+    pub async fn try_acquire(self) -> Result<LockGuard, LockError> {
+        self.wait(Duration::ZERO).acquire().await
+    }
+
+    /// Acquires the lock, waiting up to the wait time. Dropping this future at any point
+    /// leaves no lock behind: an attempt already sent is finished in the background and
+    /// released if it succeeded.
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let (guard, watchdog) = self.acquire_parts(true).await?;
+        debug_assert!(watchdog.is_none());
+        Ok(guard)
+    }
+
+    /// Acquires; with `spawn_watchdog == false` the watchdog (if any) is returned for the
+    /// caller to poll, and the caller must drop it before releasing.
+    pub(crate) async fn acquire_parts(
+        self,
+        spawn_watchdog: bool,
+    ) -> Result<(LockGuard, Option<InlineWatchdog>), LockError> {
+        let key = self.key?;
+        let inner = self.manager.inner.clone();
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| BackendError::new("tower-lock needs a Tokio runtime"))?;
+        let (lease, renewed) = match self.lease {
+            Some(lease) => (lease, false),
+            None => (inner.settings.lease, true),
+        };
+        let owner = inner.ids.next_owner();
+        let (acquired_at, waited) = wait_for(&inner, &key, &owner, lease, self.wait).await?;
+        let loss = LossSignal::new((!renewed).then_some(acquired_at + lease));
+        let hold = Arc::new(Hold {
+            manager: inner.clone(),
+            key: key.clone(),
+            owner: owner.clone(),
+            lease,
+            renewed,
+            count: Arc::new(tokio::sync::Mutex::new(1)),
+            loss: loss.clone(),
+            watchdog: Mutex::new(None),
+            runtime: runtime.clone(),
+        });
+        tracing::trace!(key = %key, owner = %owner, ?waited, "tower-lock: acquired");
+        let watchdog = renewed.then(|| {
+            Box::pin(keep_alive(
+                inner.backend.clone(),
+                key,
+                owner,
+                lease,
+                loss,
+                acquired_at,
+            )) as InlineWatchdog
+        });
+        match watchdog {
+            Some(watchdog) if spawn_watchdog => {
+                *hold.watchdog.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(runtime.spawn(watchdog));
+                Ok((LockGuard::new(hold), None))
+            }
+            watchdog => Ok((LockGuard::new(hold), watchdog)),
+        }
+    }
+}
+
+/// One attempt for a new owner. If dropped after sending, it finishes in the background
+/// and whatever it may have taken is released.
+fn attempt(
+    inner: &Arc<ManagerInner>,
+    key: &LockKey,
+    owner: &OwnerId,
+    lease: Duration,
+) -> Settle<Result<Attempt, BackendError>> {
+    let args = AcquireArgs {
+        key: key.clone(),
+        owner: owner.clone(),
+        lease,
+        expected: 0,
+    };
+    let undo_inner = inner.clone();
+    let undo_args = ReleaseArgs {
+        key: key.clone(),
+        owner: owner.clone(),
+        lease,
+        request_id: inner.ids.next_request(),
+    };
+    Settle::new(inner.backend.acquire(args), move |result| {
+        // Busy: nothing was taken. Acquired, or an error (the attempt may have landed):
+        // release; releasing what was never taken changes nothing.
+        if let Ok(Attempt::Busy(_)) = result {
+            return None;
+        }
+        Some(Box::pin(async move {
+            let key = undo_args.key.clone();
+            if let Ok(crate::Released::Unlocked) = undo_inner.backend.release(undo_args).await {
+                undo_inner.queues.released_locally(&key);
+            }
+        }) as BoxFuture<()>)
+    })
+}
+
+/// Tries, then waits in the local queue until acquired or the deadline. Returns when the
+/// successful attempt was sent and how long it took.
+async fn wait_for(
+    inner: &Arc<ManagerInner>,
+    key: &LockKey,
+    owner: &OwnerId,
+    lease: Duration,
+    wait: Duration,
+) -> Result<(Instant, Duration), LockError> {
+    let started = Instant::now();
+    let deadline = started.checked_add(wait).unwrap_or(started + Duration::from_secs(86_400 * 365));
+    // When the holder's lease ends, as last seen.
+    let mut holder_until: Option<Instant> = None;
+    let timed_out = |holder_until: Option<Instant>| LockError::TimedOut {
+        key: key.clone(),
+        waited: started.elapsed(),
+        holder_lease: holder_until.map(|until| until.saturating_duration_since(Instant::now())),
+    };
+
+    // Local waiters go first: a newcomer does not try before them.
+    let mut holder_lease = None;
+    if !inner.queues.is_watched(key) {
+        let sent = Instant::now();
+        match attempt(inner, key, owner, lease).await? {
+            Attempt::Acquired => return Ok((sent, Duration::ZERO)),
+            Attempt::Busy(pttl) => holder_lease = pttl,
+            Attempt::Lost => {}
+        }
+        holder_until = holder_lease.map(|pttl| sent + pttl);
+        if wait.is_zero() {
+            return Err(timed_out(holder_until));
+        }
+    } else if wait.is_zero() {
+        return Err(timed_out(None));
+    }
+
+    let ticket = inner.queues.join(key, holder_lease);
+    let mut last_error: Option<BackendError> = None;
+    let mut error_retry = ERROR_RETRY;
+    loop {
+        match ticket.turn() {
+            Turn::Try => {
+                let sent = Instant::now();
+                match tokio::time::timeout_at(deadline, attempt(inner, key, owner, lease)).await {
+                    Err(_) => break,
+                    Ok(Ok(Attempt::Acquired)) => {
+                        ticket.acquired(lease);
+                        return Ok((sent, started.elapsed()));
+                    }
+                    Ok(Ok(Attempt::Busy(pttl))) => {
+                        last_error = None;
+                        holder_until = pttl.map(|pttl| sent + pttl);
+                        ticket.busy(pttl);
+                    }
+                    Ok(Ok(Attempt::Lost)) => ticket.busy(None),
+                    Ok(Err(error)) => {
+                        // Ride out a short outage while the deadline allows.
+                        last_error = Some(error);
+                        ticket.busy(Some(error_retry));
+                        error_retry = (error_retry * 2).min(Duration::from_secs(1));
+                    }
+                }
+            }
+            Turn::Wait(until) => {
+                let wake_at = until.map_or(deadline, |until| until.min(deadline));
+                tokio::select! {
+                    _ = ticket.signalled() => {}
+                    _ = tokio::time::sleep_until(wake_at) => {}
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    drop(ticket);
+    Err(match last_error {
+        Some(error) => LockError::Unavailable(error),
+        None => timed_out(holder_until),
+    })
+}

@@ -1,0 +1,335 @@
+//! Local wait queues: one FIFO queue per lock name that has waiters in this process.
+//!
+//! Only the head of a queue retries against the backend, and only when it has a reason to:
+//! an unlock notification, a release by this process, a lost subscription, or the end of
+//! the holder's lease as last reported. So the backend work per hand-over does not grow
+//! with the number of local waiters, and a newcomer never overtakes a queued waiter.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::key::LockKey;
+
+/// The wait queues of one manager. Backends receive a clone in
+/// [`Backend::attach`](crate::backend::Backend::attach) to report unlocks and to keep their
+/// subscriptions in step with [`watched`](Self::watched) names.
+#[derive(Clone)]
+pub struct WaitQueues {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Signalled when the set of watched names changed (see [`WaitQueues::changed`]).
+    changed: Notify,
+    /// Queues are ready at once: the backend needs no subscription (single process).
+    ready_at_once: bool,
+    next_waiter: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    queues: HashMap<LockKey, Queue>,
+    /// Names whose wanted subscription may differ from the backend's.
+    changes: HashSet<LockKey>,
+}
+
+struct Queue {
+    waiters: VecDeque<Arc<Waiter>>,
+    /// The backend confirmed its subscription: unlocks from other processes will be seen.
+    ready: bool,
+    /// When the current holder's lease ends, as last reported.
+    busy_until: Option<Instant>,
+    /// Unlock notifications of our own releases still to come back from the backend.
+    own_unlocks: u32,
+}
+
+pub(crate) struct Waiter {
+    id: u64,
+    wake: Notify,
+    /// Set when this waiter, as head, should try again now.
+    retry: AtomicBool,
+}
+
+impl Waiter {
+    fn signal(&self, retry: bool) {
+        if retry {
+            self.retry.store(true, Ordering::Release);
+        }
+        self.wake.notify_one();
+    }
+}
+
+impl std::fmt::Debug for WaitQueues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitQueues")
+            .field("names", &self.lock().queues.len())
+            .finish()
+    }
+}
+
+impl WaitQueues {
+    pub(crate) fn new(ready_at_once: bool) -> Self {
+        WaitQueues {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State::default()),
+                changed: Notify::new(),
+                ready_at_once,
+                next_waiter: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the state half-changed in a way
+        // that matters more than stopping every waiter would, so keep going.
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Completes when names were added or removed since the last [`take_changes`](Self::take_changes).
+    pub async fn changed(&self) {
+        self.inner.changed.notified().await
+    }
+
+    /// The names whose subscription may need to change, each with whether it is wanted now.
+    pub fn take_changes(&self) -> Vec<(LockKey, bool)> {
+        let mut state = self.lock();
+        let changes = std::mem::take(&mut state.changes);
+        changes
+            .into_iter()
+            .map(|key| {
+                let wanted = state.queues.contains_key(&key);
+                (key, wanted)
+            })
+            .collect()
+    }
+
+    /// Names that have local waiters (and so want unlock notifications).
+    pub fn watched(&self) -> Vec<LockKey> {
+        self.lock().queues.keys().cloned().collect()
+    }
+
+    /// The backend now delivers unlock notifications for `keys`: their heads retry.
+    pub fn subscribed(&self, keys: &[LockKey]) {
+        let mut state = self.lock();
+        for key in keys {
+            if let Some(queue) = state.queues.get_mut(key) {
+                queue.ready = true;
+                if let Some(head) = queue.waiters.front() {
+                    head.signal(true);
+                }
+            }
+        }
+    }
+
+    /// Another process released `key`: its local head retries.
+    pub fn unlocked(&self, key: &LockKey) {
+        let mut state = self.lock();
+        if let Some(queue) = state.queues.get_mut(key) {
+            if queue.own_unlocks > 0 {
+                // Our own release, already announced locally.
+                queue.own_unlocks -= 1;
+                return;
+            }
+            if let Some(head) = queue.waiters.front() {
+                head.signal(true);
+            }
+        }
+    }
+
+    /// A read lock on `key` was released: every local waiter retries.
+    pub fn unlocked_all(&self, key: &LockKey) {
+        let mut state = self.lock();
+        if let Some(queue) = state.queues.get_mut(key) {
+            for waiter in &queue.waiters {
+                waiter.signal(true);
+            }
+        }
+    }
+
+    /// Whether `key` has local waiters now.
+    pub fn is_watched(&self, key: &LockKey) -> bool {
+        self.lock().queues.contains_key(key)
+    }
+
+    /// Notifications may have been lost (reconnect, lagging receiver): every head retries.
+    pub fn resync(&self) {
+        let mut state = self.lock();
+        for queue in state.queues.values_mut() {
+            queue.own_unlocks = 0;
+            if let Some(head) = queue.waiters.front() {
+                head.signal(true);
+            }
+        }
+    }
+
+    /// This process released `key` (the lock is free): wake the next local waiter now,
+    /// without waiting for our own notification to come back.
+    pub(crate) fn released_locally(&self, key: &LockKey) {
+        let ready_at_once = self.inner.ready_at_once;
+        let mut state = self.lock();
+        if let Some(queue) = state.queues.get_mut(key) {
+            if queue.ready && !ready_at_once {
+                queue.own_unlocks += 1;
+            }
+            queue.busy_until = None;
+            if let Some(head) = queue.waiters.front() {
+                head.signal(true);
+            }
+        }
+    }
+
+    /// Number of names with local waiters.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().queues.len()
+    }
+
+    /// Enqueues a waiter at the back of `key`'s queue. `busy_for` is the holder's remaining
+    /// lease, if the caller just saw it.
+    pub(crate) fn join(&self, key: &LockKey, busy_for: Option<std::time::Duration>) -> Ticket {
+        let waiter = Arc::new(Waiter {
+            id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
+            wake: Notify::new(),
+            retry: AtomicBool::new(false),
+        });
+        let mut state = self.lock();
+        let created = !state.queues.contains_key(key);
+        let ready_at_once = self.inner.ready_at_once;
+        let queue = state.queues.entry(key.clone()).or_insert_with(|| Queue {
+            waiters: VecDeque::new(),
+            ready: ready_at_once,
+            busy_until: None,
+            own_unlocks: 0,
+        });
+        if let Some(busy_for) = busy_for {
+            queue.busy_until = Some(Instant::now() + busy_for);
+        }
+        // The first waiter retries once the subscription is in place, so that a release
+        // between its failed attempt and the subscription is not missed. Later waiters wait
+        // for a reason to retry.
+        waiter.retry.store(created, Ordering::Relaxed);
+        queue.waiters.push_back(waiter.clone());
+        if created {
+            state.changes.insert(key.clone());
+        }
+        drop(state);
+        if created && !ready_at_once {
+            self.inner.changed.notify_one();
+        }
+        Ticket {
+            queues: self.clone(),
+            key: key.clone(),
+            waiter,
+            acquired_for: None,
+        }
+    }
+}
+
+/// What a waiter should do next.
+pub(crate) enum Turn {
+    /// Try to acquire now.
+    Try,
+    /// Wait for a signal, or until `Some(instant)` at the latest (then try).
+    Wait(Option<Instant>),
+}
+
+/// A place in a wait queue. Dropping it leaves the queue.
+pub(crate) struct Ticket {
+    queues: WaitQueues,
+    key: LockKey,
+    waiter: Arc<Waiter>,
+    /// Set when the waiter acquired: the lease it took, for the next head's timer.
+    acquired_for: Option<std::time::Duration>,
+}
+
+impl Ticket {
+    /// Decides whether this waiter tries now or waits (and until when).
+    pub(crate) fn turn(&self) -> Turn {
+        let state = self.queues.lock();
+        let Some(queue) = state.queues.get(&self.key) else {
+            return Turn::Wait(None);
+        };
+        let is_head = queue
+            .waiters
+            .front()
+            .is_some_and(|head| head.id == self.waiter.id);
+        if !is_head {
+            return Turn::Wait(None);
+        }
+        if queue.ready && self.waiter.retry.swap(false, Ordering::AcqRel) {
+            return Turn::Try;
+        }
+        match queue.busy_until {
+            Some(until) if until <= Instant::now() => Turn::Try,
+            until => Turn::Wait(until),
+        }
+    }
+
+    /// Waits for a signal (unlock, promotion, subscription).
+    pub(crate) async fn signalled(&self) {
+        self.waiter.wake.notified().await
+    }
+
+    /// The attempt found the lock busy for `busy_for` (`None`: no expiry).
+    pub(crate) fn busy(&self, busy_for: Option<std::time::Duration>) {
+        let mut state = self.queues.lock();
+        if let Some(queue) = state.queues.get_mut(&self.key) {
+            queue.busy_until = busy_for.map(|d| Instant::now() + d);
+        }
+    }
+
+    /// The waiter acquired the lock with `lease`; leaving the queue will not make the next
+    /// head retry before that lease ends or an unlock is seen.
+    pub(crate) fn acquired(mut self, lease: std::time::Duration) {
+        self.acquired_for = Some(lease);
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut state = self.queues.lock();
+        let Some(queue) = state.queues.get_mut(&self.key) else {
+            return;
+        };
+        let was_head = queue
+            .waiters
+            .front()
+            .is_some_and(|head| head.id == self.waiter.id);
+        if was_head {
+            queue.waiters.pop_front();
+        } else if let Some(pos) = queue.waiters.iter().position(|w| w.id == self.waiter.id) {
+            queue.waiters.remove(pos);
+        }
+        if queue.waiters.is_empty() {
+            state.queues.remove(&self.key);
+            state.changes.insert(self.key.clone());
+            drop(state);
+            if !self.queues.inner.ready_at_once {
+                self.queues.inner.changed.notify_one();
+            }
+            return;
+        }
+        if was_head {
+            match self.acquired_for {
+                Some(lease) => {
+                    // We hold the lock now: the next head waits for its release.
+                    queue.busy_until = Some(Instant::now() + lease);
+                    if let Some(next) = queue.waiters.front() {
+                        next.signal(false);
+                    }
+                }
+                None => {
+                    // We leave without the lock; a wake-up meant for us may be lost with
+                    // us, so the next head tries at once.
+                    if let Some(next) = queue.waiters.front() {
+                        next.signal(true);
+                    }
+                }
+            }
+        }
+    }
+}
