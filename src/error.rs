@@ -44,7 +44,10 @@ impl fmt::Display for LockError {
                 waited,
                 holder_lease,
             } => {
-                write!(f, "lock `{key}` is busy: still held after waiting {waited:?}")?;
+                write!(
+                    f,
+                    "lock `{key}` is busy: still held after waiting {waited:?}"
+                )?;
                 if let Some(lease) = holder_lease {
                     write!(f, " (the holder's lease runs for another {lease:?})")?;
                 }

@@ -179,7 +179,10 @@ pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
     };
     let sent = Instant::now();
     let attempt = Settle::new(hold.manager.backend.acquire(args), move |result| {
-        let count = undo_count.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let count = undo_count
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
         match result {
             Ok(Attempt::Acquired) => {
                 let mut count = count;

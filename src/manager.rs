@@ -117,6 +117,12 @@ impl LockManager {
         self.inner.queues.len()
     }
 
+    /// How many acquisitions of `name` are queued in this process right now.
+    pub fn waiting(&self, name: &str) -> usize {
+        self.key(name)
+            .map_or(0, |key| self.inner.queues.queued(&key))
+    }
+
     /// The backend's kind: `"redis"` or `"memory"`.
     pub fn backend_kind(&self) -> &'static str {
         self.inner.backend.kind()

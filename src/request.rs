@@ -165,7 +165,9 @@ async fn wait_for(
     wait: Duration,
 ) -> Result<(Instant, Duration), LockError> {
     let started = Instant::now();
-    let deadline = started.checked_add(wait).unwrap_or(started + Duration::from_secs(86_400 * 365));
+    let deadline = started
+        .checked_add(wait)
+        .unwrap_or(started + Duration::from_secs(86_400 * 365));
     // When the holder's lease ends, as last seen.
     let mut holder_until: Option<Instant> = None;
     let timed_out = |holder_until: Option<Instant>| LockError::TimedOut {

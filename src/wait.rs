@@ -183,6 +183,11 @@ impl WaitQueues {
         }
     }
 
+    /// Number of local waiters queued for `key`.
+    pub(crate) fn queued(&self, key: &LockKey) -> usize {
+        self.lock().queues.get(key).map_or(0, |q| q.waiters.len())
+    }
+
     /// Number of names with local waiters.
     pub(crate) fn len(&self) -> usize {
         self.lock().queues.len()

@@ -50,6 +50,17 @@ impl MemoryBackend {
         Self::default()
     }
 
+    /// Deletes a lock whoever holds it, like `DEL <key>` on Redis (for administration and
+    /// tests). Its holder's next renewal finds it gone and fires its loss signal. Returns
+    /// whether a live lock was deleted.
+    pub fn force_unlock(&self, key: &LockKey) -> bool {
+        self.with_locks(|locks, now| {
+            let live = locks.live(key, now).is_some();
+            locks.held.remove(key);
+            live
+        })
+    }
+
     fn with_locks<T>(&self, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
         let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut locks, Instant::now())

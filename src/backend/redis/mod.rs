@@ -141,7 +141,9 @@ impl RedisBackend {
                 .await;
             let result = match first {
                 Err(e) if e.details().starts_with("NOSCRIPT") => {
-                    tracing::debug!("Redis lost the lock scripts (restart or SCRIPT FLUSH); reloading");
+                    tracing::debug!(
+                        "Redis lost the lock scripts (restart or SCRIPT FLUSH); reloading"
+                    );
                     let lua = script.lua().cloned().unwrap_or_default();
                     match client.script_load::<String, _>(lua).await {
                         Ok(_) => client.evalsha(script.sha1().clone(), keys, args).await,
@@ -157,7 +159,12 @@ impl RedisBackend {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for task in self.tasks.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for task in self
+            .tasks
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             task.abort();
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

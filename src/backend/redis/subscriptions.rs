@@ -111,7 +111,10 @@ async fn deliver_messages(subscriber: SubscriberClient, queues: WaitQueues) {
                 }
             }
             Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "tower-lock: unlock messages were dropped; every waiter retries");
+                tracing::warn!(
+                    missed,
+                    "tower-lock: unlock messages were dropped; every waiter retries"
+                );
                 queues.resync();
             }
             Err(RecvError::Closed) => return,

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against real redis-server processes (started by the tests on
+# free loopback ports). Installs redis-server from Debian's packages when it is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "redis-server not found: installing it from Debian's packages (apt-get install redis-server)"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+fi
+redis-server --version
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --quiet -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+cargo test

@@ -1,0 +1,438 @@
+//! The behaviour suite: the same tests against the in-memory backend and a real Redis.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tower_lock::backend::MemoryBackend;
+use tower_lock::{LockError, LockManager, LockManagerBuilder, Released};
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Memory,
+    Redis,
+}
+
+/// A manager on the backend under test, plus a way to reach the backend behind its back.
+struct Ctx {
+    manager: LockManager,
+    memory: Option<MemoryBackend>,
+    redis: Option<fred::prelude::Client>,
+}
+
+impl Ctx {
+    async fn new(kind: Kind) -> Ctx {
+        Self::with(kind, |b| b).await
+    }
+
+    async fn with(
+        kind: Kind,
+        configure: impl FnOnce(LockManagerBuilder) -> LockManagerBuilder,
+    ) -> Ctx {
+        let builder = configure(LockManager::builder());
+        match kind {
+            Kind::Memory => {
+                let memory = MemoryBackend::new();
+                Ctx {
+                    manager: builder.backend(memory.clone()),
+                    memory: Some(memory),
+                    redis: None,
+                }
+            }
+            Kind::Redis => {
+                let url = support::shared_redis_url();
+                Ctx {
+                    manager: builder
+                        .redis(&url)
+                        .await
+                        .expect("connect to the test redis"),
+                    memory: None,
+                    redis: Some(support::client(&url).await),
+                }
+            }
+        }
+    }
+
+    /// Deletes the lock behind its holder's back.
+    async fn delete(&self, name: &str) {
+        let key = self.manager.key(name).unwrap();
+        if let Some(memory) = &self.memory {
+            assert!(memory.force_unlock(&key));
+        }
+        if let Some(redis) = &self.redis {
+            let deleted: i64 = redis.del(key.as_str()).await.unwrap();
+            assert_eq!(deleted, 1);
+        }
+    }
+}
+
+use fred::prelude::KeysInterface;
+
+async fn mutual_exclusion(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("exclusion");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_inside = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..100)
+        .map(|_| {
+            let (manager, name) = (ctx.manager.clone(), name.clone());
+            let (inside, max_inside, done) = (inside.clone(), max_inside.clone(), done.clone());
+            tokio::spawn(async move {
+                let guard = manager
+                    .lock(&name)
+                    .wait(Duration::from_secs(60))
+                    .acquire()
+                    .await
+                    .expect("every task acquires");
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                max_inside.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+                done.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 100);
+    assert_eq!(
+        max_inside.load(Ordering::SeqCst),
+        1,
+        "two holders were inside at once"
+    );
+    assert_eq!(ctx.manager.waiting_names(), 0);
+}
+
+async fn one_of_many_tries_wins(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("tries");
+    let tries: Vec<_> = (0..1000)
+        .map(|_| {
+            let (manager, name) = (ctx.manager.clone(), name.clone());
+            tokio::spawn(async move { manager.lock(&name).try_acquire().await })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tries {
+        match task.await.unwrap() {
+            Ok(guard) => winners.push(guard),
+            Err(LockError::TimedOut { waited, .. }) => assert!(waited < Duration::from_secs(10)),
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one try wins a free lock");
+
+    // While it is held, every try of another owner fails and reports the holder's lease.
+    for _ in 0..100 {
+        match ctx.manager.lock(&name).try_acquire().await {
+            Err(LockError::TimedOut { holder_lease, .. }) => {
+                let lease = holder_lease.expect("the holder has a lease");
+                assert!(lease <= tower_lock::DEFAULT_LEASE);
+            }
+            other => panic!("a held lock was taken: {other:?}"),
+        }
+    }
+}
+
+async fn waiters_acquire_in_fifo_order(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("fifo");
+    let holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let (manager, n, order) = (ctx.manager.clone(), name.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = manager
+                .lock(&n)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+                .unwrap_or_else(|e| panic!("waiter {i} failed: {e}"));
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            guard.release().await.unwrap();
+        }));
+        // Enqueue in a known order: wait until waiter i is queued.
+        while ctx.manager.waiting(&name) < i + 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..100).collect::<Vec<_>>());
+    assert_eq!(ctx.manager.waiting_names(), 0);
+}
+
+async fn wait_times_out_with_a_typed_error(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("timeout");
+    let _holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let wait = Duration::from_millis(200);
+    match ctx.manager.lock(&name).wait(wait).acquire().await {
+        Err(LockError::TimedOut {
+            key,
+            waited,
+            holder_lease,
+        }) => {
+            assert_eq!(key.as_str(), name);
+            assert!(waited >= wait, "gave up early, after {waited:?}");
+            assert!(waited < tower_lock::DEFAULT_LEASE, "waited {waited:?}");
+            assert!(holder_lease.is_some_and(|l| l <= tower_lock::DEFAULT_LEASE));
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert_eq!(ctx.manager.waiting_names(), 0);
+}
+
+async fn reentrant_holds_count(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("reentrant");
+    let outer = ctx.manager.lock(&name).acquire().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
+    assert_eq!(inner.owner(), outer.owner());
+    if let Some(redis) = &ctx.redis {
+        let count: i64 = fred::prelude::HashesInterface::hget(redis, &name, outer.owner().as_str())
+            .await
+            .unwrap();
+        assert_eq!(count, 2, "the reentry count is in the Redisson hash");
+    }
+    assert_eq!(inner.release().await.unwrap(), Released::StillHeld);
+    assert!(
+        ctx.manager.lock(&name).try_acquire().await.is_err(),
+        "still held after one release"
+    );
+    assert_eq!(outer.release().await.unwrap(), Released::Unlocked);
+    let next = ctx
+        .manager
+        .lock(&name)
+        .try_acquire()
+        .await
+        .expect("free after both releases");
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+}
+
+async fn explicit_lease_expires(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("lease");
+    let lease = Duration::from_millis(300);
+    let guard = ctx
+        .manager
+        .lock(&name)
+        .lease(lease)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(!guard.is_renewed());
+    assert!(!guard.is_lost());
+    let next = ctx
+        .manager
+        .lock(&name)
+        .wait(Duration::from_secs(20))
+        .acquire()
+        .await
+        .expect("another owner gets the lock once the lease ends");
+    guard.lost().await;
+    assert!(guard.is_lost());
+    assert_eq!(
+        guard.release().await.unwrap(),
+        Released::NotHeld,
+        "an expired lease is a typed outcome"
+    );
+    assert!(
+        ctx.manager.lock(&name).try_acquire().await.is_err(),
+        "the late release left the new holder alone"
+    );
+    next.release().await.unwrap();
+}
+
+async fn watchdog_keeps_a_long_hold(kind: Kind) {
+    let lease = Duration::from_millis(300);
+    let ctx = Ctx::with(kind, |b| b.lease(lease)).await;
+    let name = support::unique("watchdog");
+    let guard = ctx.manager.lock(&name).acquire().await.unwrap();
+    assert!(guard.is_renewed());
+    tokio::time::sleep(lease * 3).await;
+    assert!(!guard.is_lost());
+    assert!(
+        ctx.manager.lock(&name).try_acquire().await.is_err(),
+        "held past three leases"
+    );
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+}
+
+async fn loss_signal_fires_when_the_lock_disappears(kind: Kind) {
+    let lease = Duration::from_millis(300);
+    let ctx = Ctx::with(kind, |b| b.lease(lease)).await;
+    let name = support::unique("loss");
+    let guard = ctx.manager.lock(&name).acquire().await.unwrap();
+    let loss = guard.loss();
+    ctx.delete(&name).await;
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("the next renewal reports the loss");
+    assert!(loss.is_lost());
+    assert_eq!(guard.release().await.unwrap(), Released::NotHeld);
+}
+
+async fn dropped_guard_frees_the_lock(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("drop");
+    let guard = ctx.manager.lock(&name).acquire().await.unwrap();
+    drop(guard);
+    // The default lease is 30 s: acquiring within a 5 s wait proves the drop released it.
+    let next = ctx
+        .manager
+        .lock(&name)
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("a dropped guard releases its lock");
+    next.release().await.unwrap();
+}
+
+async fn dropped_waiter_leaves_the_queue(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("dropwait");
+    let holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let waiter = {
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        tokio::spawn(async move {
+            manager
+                .lock(&name)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    while ctx.manager.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    assert_eq!(ctx.manager.waiting(&name), 0);
+    assert_eq!(ctx.manager.waiting_names(), 0);
+    if let Some(redis) = &ctx.redis {
+        // The subscription goes away too (the unsubscribe is sent by a background task).
+        let key = ctx.manager.key(&name).unwrap();
+        let mut subscribers = 1;
+        for _ in 0..500 {
+            subscribers = support_numsub(redis, &key.channel()).await;
+            if subscribers == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            subscribers, 0,
+            "the channel is unsubscribed when the last waiter leaves"
+        );
+    }
+    holder.release().await.unwrap();
+}
+
+async fn support_numsub(client: &fred::prelude::Client, channel: &str) -> i64 {
+    use fred::prelude::ClientLike;
+    let reply: Vec<fred::prelude::Value> = client
+        .custom(fred::cmd!("PUBSUB"), vec!["NUMSUB", channel])
+        .await
+        .unwrap();
+    reply.get(1).and_then(|v| v.as_i64()).unwrap_or(-1)
+}
+
+async fn dropped_acquires_leave_nothing_held(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("dropacquire");
+    // Cancel acquisitions at every point of their life; none may leave the lock held.
+    for i in 0..200u32 {
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        let task = tokio::spawn(async move { manager.lock(&name).acquire().await });
+        for _ in 0..(i % 8) {
+            tokio::task::yield_now().await;
+        }
+        task.abort();
+        if let Ok(Ok(guard)) = task.await {
+            // Finished before the abort: an ordinary holder.
+            guard.release().await.unwrap();
+        }
+    }
+    // A 30 s lease: acquiring within 5 s shows nothing was left behind by the cancellations.
+    let guard = ctx
+        .manager
+        .lock(&name)
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("no cancelled acquisition kept the lock");
+    guard.release().await.unwrap();
+    assert_eq!(ctx.manager.waiting_names(), 0);
+}
+
+async fn names_are_validated_and_any_bytes_work(kind: Kind) {
+    let ctx = Ctx::with(kind, |b| b.max_name_len(64)).await;
+    assert!(matches!(
+        ctx.manager.lock("").acquire().await,
+        Err(LockError::InvalidName { .. })
+    ));
+    assert!(matches!(
+        ctx.manager.lock("x".repeat(65)).acquire().await,
+        Err(LockError::InvalidName { .. })
+    ));
+    for odd in [
+        "{braces}",
+        "a}b{c",
+        "new\nline",
+        "'; return 1 --",
+        "ünï©ødé",
+        "\u{0}nul",
+        "%s%n",
+    ] {
+        let name = format!("{}{odd}", support::unique("odd"));
+        let guard = ctx.manager.lock(&name).acquire().await.unwrap();
+        assert!(ctx.manager.lock(&name).try_acquire().await.is_err());
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+}
+
+macro_rules! behaviour_suite {
+    ($($test:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Kind::Memory).await
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Kind::Redis).await
+                }
+            )*
+        }
+    };
+}
+
+behaviour_suite!(
+    mutual_exclusion,
+    one_of_many_tries_wins,
+    waiters_acquire_in_fifo_order,
+    wait_times_out_with_a_typed_error,
+    reentrant_holds_count,
+    explicit_lease_expires,
+    watchdog_keeps_a_long_hold,
+    loss_signal_fires_when_the_lock_disappears,
+    dropped_guard_frees_the_lock,
+    dropped_waiter_leaves_the_queue,
+    dropped_acquires_leave_nothing_held,
+    names_are_validated_and_any_bytes_work,
+);

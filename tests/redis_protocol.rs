@@ -1,0 +1,234 @@
+//! Redis-only behaviour: Redisson interop, the unlock channel, NOSCRIPT recovery, renewal
+//! traffic and at-most-once effects of re-sent commands.
+
+mod support;
+
+use std::time::Duration;
+
+use fred::prelude::*;
+use support::redisson::Redisson;
+use support::RedisServer;
+use tower_lock::backend::{AcquireArgs, Attempt, Backend, RedisBackend, ReleaseArgs};
+use tower_lock::{LockError, LockManager, Released};
+
+async fn manager() -> LockManager {
+    LockManager::redis(&support::shared_redis_url())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_and_tower_lock_exclude_each_other() {
+    let url = support::shared_redis_url();
+    let locks = manager().await;
+    let redisson = Redisson::new(support::client(&url).await);
+    let name = support::unique("interop");
+
+    // Redisson holds: tower-lock sees it busy, with Redisson's lease.
+    assert_eq!(redisson.try_lock(&name, 30_000).await, None);
+    match locks.lock(&name).try_acquire().await {
+        Err(LockError::TimedOut { holder_lease, .. }) => {
+            assert!(holder_lease.is_some_and(|l| l > Duration::from_secs(20)))
+        }
+        other => panic!("tower-lock took a lock Redisson holds: {other:?}"),
+    }
+
+    // A tower-lock waiter is woken by Redisson's unlock message, long before the lease ends.
+    let waiter = {
+        let (locks, name) = (locks.clone(), name.clone());
+        tokio::spawn(async move {
+            locks
+                .lock(&name)
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    while locks.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Give the subscription time to be confirmed is not needed: the head retries after it
+    // subscribes, so whichever comes first, the waiter gets the lock.
+    assert_eq!(redisson.unlock(&name, "req-1").await, Some(1));
+    let guard = waiter.await.unwrap().expect("woken by Redisson's unlock");
+
+    // tower-lock holds: Redisson sees it busy.
+    let pttl = redisson
+        .try_lock(&name, 30_000)
+        .await
+        .expect("busy for Redisson");
+    assert!(pttl > 20_000);
+    // Redisson releasing with its own owner id leaves tower-lock's lock untouched.
+    assert_eq!(redisson.unlock(&name, "req-2").await, None);
+    assert!(locks.lock(&name).try_acquire().await.is_err());
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(
+        redisson.try_lock(&name, 30_000).await,
+        None,
+        "free for Redisson after release"
+    );
+    assert_eq!(redisson.unlock(&name, "req-3").await, Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_message_is_published_only_at_zero() {
+    let url = support::shared_redis_url();
+    let locks = manager().await;
+    let name = support::unique("channel");
+    let key = locks.key(&name).unwrap();
+    assert_eq!(key.channel(), format!("redisson_lock__channel:{{{name}}}"));
+
+    let subscriber = Builder::from_config(Config::from_url(&url).unwrap())
+        .build_subscriber_client()
+        .unwrap();
+    subscriber.init().await.unwrap();
+    let mut messages = subscriber.message_rx();
+    subscriber.subscribe(key.channel()).await.unwrap();
+
+    let outer = locks.lock(&name).acquire().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
+    assert_eq!(inner.release().await.unwrap(), Released::StillHeld);
+    assert_eq!(outer.release().await.unwrap(), Released::Unlocked);
+    let message = tokio::time::timeout(Duration::from_secs(10), messages.recv())
+        .await
+        .expect("an unlock message")
+        .unwrap();
+    assert_eq!(&*message.channel, key.channel().as_str());
+    assert_eq!(message.value.as_str().as_deref(), Some("0"));
+    // Exactly one message: the partial release published nothing. Publish a marker and
+    // check that it is the next message.
+    let publisher = support::client(&url).await;
+    let _: i64 = publisher.publish(key.channel(), "marker").await.unwrap();
+    let next = messages.recv().await.unwrap();
+    assert_eq!(next.value.as_str().as_deref(), Some("marker"));
+    let _ = subscriber.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_is_recovered_transparently() {
+    let url = support::shared_redis_url();
+    let locks = manager().await;
+    let admin = support::client(&url).await;
+    let name = support::unique("noscript");
+    let guard = locks.lock(&name).acquire().await.unwrap();
+    let _: () = admin.script_flush(false).await.unwrap();
+    let again = guard.reenter().await.expect("reentry after SCRIPT FLUSH");
+    let _: () = admin.script_flush(false).await.unwrap();
+    assert_eq!(again.release().await.unwrap(), Released::StillHeld);
+    let _: () = admin.script_flush(false).await.unwrap();
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    let _: () = admin.script_flush(false).await.unwrap();
+    assert!(locks.lock(&name).try_acquire().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resent_commands_take_effect_once() {
+    let url = support::shared_redis_url();
+    let backend = RedisBackend::connect(&url).await.unwrap();
+    let locks = LockManager::redis(&url).await.unwrap();
+    let key = locks.key(&support::unique("once")).unwrap();
+    let owner = "00000000-0000-4000-8000-000000000000:1";
+    let admin = support::client(&url).await;
+    let count = || async {
+        let count: Option<i64> = admin.hget(key.as_str(), owner).await.unwrap();
+        count
+    };
+    let owner_id = || {
+        // Owner ids come from managers; reuse one from a real guard's format for the test.
+        owner.to_owned()
+    };
+    let acquire = |expected| AcquireArgs {
+        key: key.clone(),
+        owner: test_owner(&owner_id()),
+        lease: Duration::from_secs(30),
+        expected,
+    };
+    // A first acquisition sent twice counts once.
+    assert_eq!(
+        backend.acquire(acquire(0)).await.unwrap(),
+        Attempt::Acquired
+    );
+    assert_eq!(
+        backend.acquire(acquire(0)).await.unwrap(),
+        Attempt::Acquired
+    );
+    assert_eq!(count().await, Some(1));
+    // A reentry sent twice counts once.
+    assert_eq!(
+        backend.acquire(acquire(1)).await.unwrap(),
+        Attempt::Acquired
+    );
+    assert_eq!(
+        backend.acquire(acquire(1)).await.unwrap(),
+        Attempt::Acquired
+    );
+    assert_eq!(count().await, Some(2));
+    // A release sent twice (same request id) decrements once and reports the same outcome.
+    let release = |request_id: &str| ReleaseArgs {
+        key: key.clone(),
+        owner: test_owner(&owner_id()),
+        lease: Duration::from_secs(30),
+        request_id: request_id.to_owned(),
+    };
+    assert_eq!(
+        backend.release(release("a")).await.unwrap(),
+        Released::StillHeld
+    );
+    assert_eq!(
+        backend.release(release("a")).await.unwrap(),
+        Released::StillHeld
+    );
+    assert_eq!(count().await, Some(1));
+    assert_eq!(
+        backend.release(release("b")).await.unwrap(),
+        Released::Unlocked
+    );
+    assert_eq!(
+        backend.release(release("b")).await.unwrap(),
+        Released::Unlocked
+    );
+    assert_eq!(count().await, None);
+    // A reentry of a lock that is gone reports it lost instead of taking it afresh.
+    assert_eq!(backend.acquire(acquire(1)).await.unwrap(), Attempt::Lost);
+    assert_eq!(count().await, None);
+}
+
+fn test_owner(id: &str) -> tower_lock::OwnerId {
+    tower_lock::OwnerId::from_raw(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_renewal_after_release_and_none_with_an_explicit_lease() {
+    // An own server: its command counts are ours alone.
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let lease = Duration::from_millis(300);
+    let locks = LockManager::builder()
+        .lease(lease)
+        .redis(&server.url())
+        .await
+        .unwrap();
+
+    let guard = locks.lock("renewed").acquire().await.unwrap();
+    let before = support::command_calls(&admin, "evalsha").await;
+    tokio::time::sleep(lease * 3).await;
+    let renewals = support::command_calls(&admin, "evalsha").await - before;
+    assert!(
+        renewals >= 3,
+        "the watchdog renews every lease/3 ({renewals} renewals)"
+    );
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    let after_release = support::command_calls(&admin, "evalsha").await;
+    tokio::time::sleep(lease * 2).await;
+    assert_eq!(
+        support::command_calls(&admin, "evalsha").await,
+        after_release,
+        "a renewal was sent after the release"
+    );
+
+    // An explicit lease: nothing is sent while it runs.
+    let guard = locks.lock("explicit").lease(lease).acquire().await.unwrap();
+    let before = support::command_calls(&admin, "evalsha").await;
+    guard.lost().await;
+    assert_eq!(support::command_calls(&admin, "evalsha").await, before);
+}

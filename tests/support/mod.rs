@@ -1,0 +1,216 @@
+//! Test support: real `redis-server` processes on free loopback ports.
+//!
+//! `REDIS_URL` points the shared server at an existing Redis instead. Tests that stop or
+//! restart Redis always start their own server.
+#![allow(dead_code)]
+
+pub mod redisson;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use fred::prelude::*;
+
+/// How to get redis-server, in every failure message.
+const INSTALL_HINT: &str = "redis-server is needed for these tests: install it with \
+`apt-get install -y redis-server` (or run `./scripts/test.sh`, which installs it when absent), \
+or set REDIS_URL to an existing server";
+
+/// A redis-server process owned by this test process. It stops when dropped, and also when
+/// the test process dies (it runs under a shell that kills it once our stdin pipe closes).
+pub struct RedisServer {
+    port: u16,
+    dir: std::path::PathBuf,
+    process: Option<(Child, ChildStdin)>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it accepts connections.
+    pub fn start() -> RedisServer {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("tower-lock-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
+        let mut server = RedisServer {
+            port,
+            dir,
+            process: None,
+        };
+        server.resume();
+        server
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops the server (SIGKILL: no persistence, as after a crash).
+    pub fn stop(&mut self) {
+        if let Some((mut child, stdin)) = self.process.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+        // The shell kills redis-server when its stdin closes; wait until the port is free.
+        for _ in 0..500 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server on port {} did not stop", self.port);
+    }
+
+    /// Starts the server again on the same port (empty: nothing was persisted).
+    pub fn resume(&mut self) {
+        assert!(self.process.is_none(), "the server is running");
+        let script = format!(
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --dir '{dir}' & \
+             pid=$!; read _; kill -9 $pid",
+            port = self.port,
+            dir = self.dir.display()
+        );
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            panic!("{INSTALL_HINT}");
+        }
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run sh to start redis-server ({e}); {INSTALL_HINT}")
+            });
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = Vec::new();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    let ready = line.contains("Ready to accept connections");
+                    seen.push(line);
+                    if ready {
+                        break;
+                    }
+                }
+                _ => panic!(
+                    "redis-server on port {} exited before it was ready:\n{}",
+                    self.port,
+                    seen.join("\n")
+                ),
+            }
+        }
+        // Keep draining its output so that it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        self.process = Some((child, stdin));
+    }
+
+    /// Suspends the server process (SIGSTOP) until [`unpause`](Self::unpause).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    pub fn unpause(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "pkill -{signal} -f 'redis-server 127.0.0.1:{}'",
+                self.port
+            ))
+            .status()
+            .expect("pkill");
+        assert!(
+            status.success(),
+            "no redis-server on port {} to signal",
+            self.port
+        );
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some((mut child, stdin)) = self.process.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// The URL of a Redis shared by this test binary: `REDIS_URL`, or a server started once.
+pub fn shared_redis_url() -> String {
+    static SERVER: OnceLock<(String, Option<RedisServer>)> = OnceLock::new();
+    SERVER
+        .get_or_init(|| match std::env::var("REDIS_URL") {
+            Ok(url) if !url.is_empty() => (url, None),
+            _ => {
+                let server = RedisServer::start();
+                (server.url(), Some(server))
+            }
+        })
+        .0
+        .clone()
+}
+
+/// A plain fred client for inspecting Redis in tests.
+pub async fn client(url: &str) -> Client {
+    let client = Builder::from_config(Config::from_url(url).expect("valid url"))
+        .build()
+        .expect("build client");
+    client.init().await.expect("connect to redis");
+    client
+}
+
+/// `INFO commandstats` calls of one command (e.g. "evalsha").
+pub async fn command_calls(client: &Client, command: &str) -> u64 {
+    let info: String = client
+        .custom(fred::cmd!("INFO"), vec!["commandstats"])
+        .await
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A unique name for this test run, so tests sharing a server never collide.
+pub fn unique(name: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "test:{}:{}:{name}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn stdout_flush() {
+    let _ = std::io::stdout().flush();
+}
