@@ -324,7 +324,7 @@ async fn dropped_waiter_leaves_the_queue(kind: Kind) {
         let key = ctx.manager.key(&name).unwrap();
         let mut subscribers = 1;
         for _ in 0..500 {
-            subscribers = support_numsub(redis, &key.channel()).await;
+            subscribers = support::numsub(redis, &key.channel()).await;
             if subscribers == 0 {
                 break;
             }
@@ -336,15 +336,6 @@ async fn dropped_waiter_leaves_the_queue(kind: Kind) {
         );
     }
     holder.release().await.unwrap();
-}
-
-async fn support_numsub(client: &fred::prelude::Client, channel: &str) -> i64 {
-    use fred::prelude::ClientLike;
-    let reply: Vec<fred::prelude::Value> = client
-        .custom(fred::cmd!("PUBSUB"), vec!["NUMSUB", channel])
-        .await
-        .unwrap();
-    reply.get(1).and_then(|v| v.as_i64()).unwrap_or(-1)
 }
 
 async fn dropped_acquires_leave_nothing_held(kind: Kind) {

@@ -232,3 +232,33 @@ async fn no_renewal_after_release_and_none_with_an_explicit_lease() {
     guard.lost().await;
     assert_eq!(support::command_calls(&admin, "evalsha").await, before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_retries_when_its_subscriber_reconnects() {
+    // Own server, so that killing pub/sub connections touches only this test.
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let holder_side = LockManager::redis(&server.url()).await.unwrap();
+    let waiter_side = LockManager::redis(&server.url()).await.unwrap();
+    let holder = holder_side.lock("order:1").acquire().await.unwrap();
+    let waiter = {
+        let locks = waiter_side.clone();
+        tokio::spawn(async move { locks.lock("order:1").wait(Duration::from_secs(20)).acquire().await })
+    };
+    // Wait until the waiter's subscription is in place.
+    let channel = holder.key().channel();
+    while support::numsub(&admin, &channel).await == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let killed: i64 = admin
+        .custom(fred::cmd!("CLIENT"), vec!["KILL", "TYPE", "pubsub"])
+        .await
+        .unwrap();
+    assert!(killed >= 1);
+    // Released while the waiter's subscriber is away: its unlock message is lost. The
+    // waiter still gets the lock well before the 30 s lease, because it retries when its
+    // subscriber reconnects.
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    let guard = waiter.await.unwrap().expect("the waiter acquires after the reconnect");
+    guard.release().await.unwrap();
+}

@@ -214,3 +214,12 @@ pub fn unique(name: &str) -> String {
 pub fn stdout_flush() {
     let _ = std::io::stdout().flush();
 }
+
+/// `PUBSUB NUMSUB <channel>`: how many connections subscribe to `channel`.
+pub async fn numsub(client: &Client, channel: &str) -> i64 {
+    let reply: Vec<Value> = client
+        .custom(fred::cmd!("PUBSUB"), vec!["NUMSUB", channel])
+        .await
+        .expect("PUBSUB NUMSUB");
+    reply.get(1).and_then(|v| v.as_i64()).unwrap_or(-1)
+}
