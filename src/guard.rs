@@ -99,6 +99,11 @@ impl LockGuard {
         LockGuard { hold: Some(hold) }
     }
 
+    /// The shareable view of this hold, for request extensions.
+    pub(crate) fn held(&self) -> crate::HeldLock {
+        crate::HeldLock::new(self.hold().clone())
+    }
+
     fn hold(&self) -> &Arc<Hold> {
         self.hold.as_ref().expect("a live guard has its hold")
     }

@@ -39,19 +39,29 @@
 
 pub mod backend;
 mod error;
+mod extract;
 mod guard;
+mod held;
 mod key;
+mod key_source;
+pub mod layer;
 mod loss;
 mod manager;
+mod rejection;
 mod request;
 mod settle;
 mod wait;
 mod watchdog;
 
 pub use error::{BackendError, LockError, Released};
+pub use extract::{Held, Lockable, Locked};
 pub use guard::LockGuard;
+pub use held::HeldLock;
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
+pub use key_source::KeySource;
+pub use layer::LockLayer;
 pub use loss::LossSignal;
 pub use manager::{LockManager, LockManagerBuilder, DEFAULT_LEASE, DEFAULT_WAIT};
+pub use rejection::LockRejection;
 pub use request::LockRequest;
 pub use wait::WaitQueues;

@@ -243,7 +243,13 @@ async fn waiter_retries_when_its_subscriber_reconnects() {
     let holder = holder_side.lock("order:1").acquire().await.unwrap();
     let waiter = {
         let locks = waiter_side.clone();
-        tokio::spawn(async move { locks.lock("order:1").wait(Duration::from_secs(20)).acquire().await })
+        tokio::spawn(async move {
+            locks
+                .lock("order:1")
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
     };
     // Wait until the waiter's subscription is in place.
     let channel = holder.key().channel();
@@ -259,6 +265,9 @@ async fn waiter_retries_when_its_subscriber_reconnects() {
     // waiter still gets the lock well before the 30 s lease, because it retries when its
     // subscriber reconnects.
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
-    let guard = waiter.await.unwrap().expect("the waiter acquires after the reconnect");
+    let guard = waiter
+        .await
+        .unwrap()
+        .expect("the waiter acquires after the reconnect");
     guard.release().await.unwrap();
 }

@@ -4,6 +4,7 @@
 //! restart Redis always start their own server.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod redisson;
 
 use std::io::{BufRead, BufReader, Write};

@@ -1,0 +1,216 @@
+//! `Locked<K>`: an Axum extractor that holds a lock for the handler's lifetime.
+
+use std::fmt;
+use std::ops::Deref;
+
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use http::request::Parts;
+use http::StatusCode;
+
+use crate::guard::LockGuard;
+use crate::held::HeldLock;
+use crate::key::LockKey;
+use crate::key_source::KeySource;
+use crate::loss::LossSignal;
+use crate::manager::LockManager;
+use crate::rejection::LockRejection;
+
+/// A request value that names a lock, such as an order id.
+///
+/// ```
+/// use tower_lock::{KeySource, Lockable};
+///
+/// struct OrderId(u64);
+///
+/// impl Lockable for OrderId {
+///     fn source() -> KeySource {
+///         KeySource::path("orderId")
+///     }
+///     fn parse(raw: &str) -> Result<Self, String> {
+///         raw.parse().map(OrderId).map_err(|_| format!("`{raw}` is not an order number"))
+///     }
+///     fn lock_name(&self) -> String {
+///         format!("order:{}", self.0)
+///     }
+/// }
+/// ```
+pub trait Lockable: Sized + Send + 'static {
+    /// Where the raw value is read from.
+    fn source() -> KeySource;
+
+    /// Parses the raw value; an error (what is wrong, for the client) is a 400.
+    fn parse(raw: &str) -> Result<Self, String>;
+
+    /// The lock name (the manager puts its key prefix in front).
+    fn lock_name(&self) -> String;
+}
+
+/// Extracts `K`, takes its lock, and holds it while the handler runs: the lock is
+/// released when the handler's future finishes or is dropped (in the background, right
+/// away). If [`LockLayer`](crate::LockLayer) already holds the same key for this request,
+/// the extractor enters that lock again (same owner) instead of waiting for itself.
+///
+/// The [`LockManager`] comes from the request extensions (`.layer(Extension(manager))`, or
+/// a `LockLayer` that was given one). Failures are [`LockRejection`]s, with the same
+/// statuses as the layer's (409 busy, 400 bad key, 503 backend down, 500 no manager).
+/// `Option<Locked<K>>` is `None` when the request does not carry the key at all.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use axum::{routing::post, Extension, Router};
+/// use tower_lock::{KeySource, Lockable, LockManager, Locked};
+/// # use tower::ServiceExt;
+///
+/// struct OrderId(u64);
+/// impl Lockable for OrderId {
+///     fn source() -> KeySource { KeySource::path("orderId") }
+///     fn parse(raw: &str) -> Result<Self, String> {
+///         raw.parse().map(OrderId).map_err(|_| format!("`{raw}` is not an order number"))
+///     }
+///     fn lock_name(&self) -> String { format!("order:{}", self.0) }
+/// }
+///
+/// async fn refund(Locked(order): Locked<OrderId>) -> String {
+///     // No other request for this order runs until this handler returns.
+///     format!("refunded order {} under {}", order.0, order.key())
+/// }
+///
+/// let app = Router::new()
+///     .route("/orders/{orderId}/refund", post(refund))
+///     .layer(Extension(LockManager::memory()));
+/// # let response = app.oneshot(http::Request::post("/orders/7/refund").body(axum::body::Body::empty()).unwrap()).await.unwrap();
+/// # assert_eq!(response.status(), 200);
+/// # }
+/// ```
+pub struct Locked<K>(pub Held<K>);
+
+/// A value together with the lock it names; derefs to the value. Dropping it releases
+/// the lock.
+pub struct Held<K> {
+    value: K,
+    guard: LockGuard,
+}
+
+impl<K> Held<K> {
+    /// The lock's key.
+    pub fn key(&self) -> &LockKey {
+        self.guard.key()
+    }
+
+    /// The loss signal: completes if the lock is lost while the handler runs.
+    pub fn loss(&self) -> LossSignal {
+        self.guard.loss()
+    }
+
+    /// The guard (lease, owner, reentry).
+    pub fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
+    /// The value, and the guard to release explicitly.
+    pub fn into_parts(self) -> (K, LockGuard) {
+        (self.value, self.guard)
+    }
+}
+
+impl<K> Deref for Held<K> {
+    type Target = K;
+
+    fn deref(&self) -> &K {
+        &self.value
+    }
+}
+
+impl<K> Locked<K> {
+    /// The lock's key.
+    pub fn key(&self) -> &LockKey {
+        self.0.key()
+    }
+
+    /// The loss signal.
+    pub fn loss(&self) -> LossSignal {
+        self.0.loss()
+    }
+
+    /// The guard.
+    pub fn guard(&self) -> &LockGuard {
+        self.0.guard()
+    }
+}
+
+impl<K> Deref for Locked<K> {
+    type Target = K;
+
+    fn deref(&self) -> &K {
+        &self.0.value
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for Held<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Held")
+            .field("value", &self.value)
+            .field("key", self.key())
+            .finish()
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for Locked<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Locked").field(&self.0).finish()
+    }
+}
+
+impl<S, K> FromRequestParts<S> for Locked<K>
+where
+    S: Send + Sync,
+    K: Lockable,
+{
+    type Rejection = LockRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let raw = K::source().read(parts).await?;
+        lock_value::<K>(parts, &raw).await
+    }
+}
+
+impl<S, K> OptionalFromRequestParts<S> for Locked<K>
+where
+    S: Send + Sync,
+    K: Lockable,
+{
+    type Rejection = LockRejection;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        match K::source().read(parts).await {
+            Ok(raw) => lock_value::<K>(parts, &raw).await.map(Some),
+            Err(LockRejection::MissingKey { .. }) => Ok(None),
+            Err(rejection) => Err(rejection),
+        }
+    }
+}
+
+async fn lock_value<K: Lockable>(parts: &Parts, raw: &str) -> Result<Locked<K>, LockRejection> {
+    let value = K::parse(raw).map_err(|reason| LockRejection::InvalidKey {
+        what: K::source().describe(),
+        reason,
+    })?;
+    let what = K::source().describe();
+    let name = value.lock_name();
+    let manager = parts
+        .extensions
+        .get::<LockManager>()
+        .ok_or(LockRejection::NoManager)?;
+    let key = manager
+        .key(&name)
+        .map_err(|e| LockRejection::from_error(e, &what, StatusCode::CONFLICT))?;
+    let guard = match parts.extensions.get::<HeldLock>() {
+        Some(held) if *held.key() == key => held.reenter().await,
+        _ => manager.lock(&name).acquire().await,
+    }
+    .map_err(|e| LockRejection::from_error(e, &what, StatusCode::CONFLICT))?;
+    Ok(Locked(Held { value, guard }))
+}

@@ -1,0 +1,69 @@
+//! The lock a request holds, as seen from handlers and inner layers.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::LockError;
+use crate::guard::{self, Hold, LockGuard};
+use crate::key::{LockKey, OwnerId};
+use crate::loss::LossSignal;
+
+/// Put in the request extensions by [`LockLayer`](crate::LockLayer) while the inner service
+/// runs: which lock the request holds, and its loss signal.
+///
+/// ```
+/// use axum::Extension;
+/// use tower_lock::HeldLock;
+///
+/// async fn handler(Extension(lock): Extension<HeldLock>) -> String {
+///     if lock.is_lost() {
+///         return "lost the lock; stopping".into();
+///     }
+///     format!("working under {}", lock.key())
+/// }
+/// # let _ = handler;
+/// ```
+#[derive(Clone)]
+pub struct HeldLock {
+    hold: Arc<Hold>,
+}
+
+impl HeldLock {
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
+        HeldLock { hold }
+    }
+
+    /// The lock's key.
+    pub fn key(&self) -> &LockKey {
+        &self.hold.key
+    }
+
+    /// The owner id written in the lock.
+    pub fn owner(&self) -> &OwnerId {
+        &self.hold.owner
+    }
+
+    /// The loss signal (completes if the lock is lost while the request runs).
+    pub fn loss(&self) -> LossSignal {
+        self.hold.loss.clone()
+    }
+
+    /// Whether the lock is known or presumed lost.
+    pub fn is_lost(&self) -> bool {
+        self.hold.loss.is_lost()
+    }
+
+    /// Enters the same lock again for the same owner (used by [`Locked`](crate::Locked)).
+    pub async fn reenter(&self) -> Result<LockGuard, LockError> {
+        guard::reenter(self.hold.clone()).await
+    }
+}
+
+impl fmt::Debug for HeldLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldLock")
+            .field("key", &self.hold.key)
+            .field("owner", &self.hold.owner)
+            .finish()
+    }
+}

@@ -1,0 +1,232 @@
+//! `LockLayer`: Tower middleware that runs each request under a lock named by the request.
+//!
+//! The layer reads a key from the request, waits for its lock, keeps the lease alive while
+//! the inner service runs (a watchdog timer polled inside the response future; no task per
+//! request), and releases the lock before handing the response back, so a client that
+//! retries as soon as it has its answer never finds its own request still holding the lock.
+//! If the response future is dropped (client gone, a timeout above), the lock is released
+//! at once in the background.
+//!
+//! # Placement
+//! Path parameters exist only after routing: add the layer with `Router::route_layer`, or
+//! with `Router::layer` on a router of routes. A layer around the whole app (outside
+//! routing) sees no parameters and answers 500 with this explanation.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use axum::{routing::post, Extension, Router};
+//! use tower_lock::{LockLayer, LockManager};
+//! # use tower::ServiceExt;
+//!
+//! async fn pay() -> &'static str {
+//!     "paid" // never runs twice at once for the same order
+//! }
+//!
+//! let app = Router::new()
+//!     .route("/orders/{orderId}/pay", post(pay))
+//!     .route_layer(LockLayer::by_path_param("orderId"))
+//!     .layer(Extension(LockManager::memory()));
+//! # let response = app.oneshot(http::Request::post("/orders/42/pay").body(axum::body::Body::empty()).unwrap()).await.unwrap();
+//! # assert_eq!(response.status(), 200);
+//! # }
+//! ```
+
+mod future;
+mod service;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use tower::Layer;
+
+pub use future::ResponseFuture;
+pub use service::Lock;
+
+use crate::extract::Lockable;
+use crate::key_source::KeySource;
+use crate::manager::LockManager;
+use crate::rejection::LockRejection;
+
+/// Applies [`Lock`] to a service. See the [module docs](crate::layer).
+///
+/// Defaults: wait 10 s (the manager's), lease 30 s renewed by a watchdog (the manager's),
+/// key `<param>:<value>` (e.g. `orderId:42`) under the manager's prefix, busy → 409, missing
+/// key → 400, backend down → 503 (fail closed), lock lost → keep going.
+#[derive(Clone)]
+pub struct LockLayer {
+    config: Arc<Config>,
+}
+
+type NameFn = dyn Fn(&str) -> Result<String, String> + Send + Sync;
+type RejectionFn = dyn Fn(LockRejection) -> Response + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) source: KeySource,
+    /// Raw value → lock name (prefix applied, or a `Lockable`'s parse + name).
+    pub(crate) name: Arc<NameFn>,
+    pub(crate) manager: Option<LockManager>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) busy_status: StatusCode,
+    pub(crate) allow_missing_key: bool,
+    pub(crate) fail_open: bool,
+    pub(crate) abort_on_lost: bool,
+    pub(crate) map_rejection: Option<Arc<RejectionFn>>,
+}
+
+impl Config {
+    pub(crate) fn respond(&self, rejection: LockRejection) -> Response {
+        match &self.map_rejection {
+            Some(map) => map(rejection),
+            None => rejection.into_response(),
+        }
+    }
+}
+
+impl LockLayer {
+    /// Locks on a key read from `source`, named `<prefix><value>`.
+    pub fn new(source: KeySource) -> Self {
+        let prefix = source.default_prefix();
+        LockLayer {
+            config: Arc::new(Config {
+                source,
+                name: prefixed(prefix),
+                manager: None,
+                wait: None,
+                lease: None,
+                busy_status: StatusCode::CONFLICT,
+                allow_missing_key: false,
+                fail_open: false,
+                abort_on_lost: false,
+                map_rejection: None,
+            }),
+        }
+    }
+
+    /// Locks on a path parameter of the matched route (key `<param>:<value>`).
+    pub fn by_path_param(name: impl Into<String>) -> Self {
+        Self::new(KeySource::path(name))
+    }
+
+    /// Locks on a header, e.g. `Idempotency-Key` (key `<header>:<value>`).
+    pub fn by_header(name: impl AsRef<str>) -> Self {
+        Self::new(KeySource::header(name))
+    }
+
+    /// Locks on a query parameter (key `<param>:<value>`).
+    pub fn by_query(name: impl Into<String>) -> Self {
+        Self::new(KeySource::query(name))
+    }
+
+    /// Locks on a key computed from the request parts; `None` means missing (400). The key
+    /// is used as it is (no prefix unless [`key_prefix`](Self::key_prefix) sets one).
+    pub fn by_fn(
+        f: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(KeySource::from_fn(f))
+    }
+
+    /// Locks on the same key as the [`Locked<K>`](crate::Locked) extractor, so that a
+    /// handler using both enters the layer's lock again instead of waiting for itself.
+    pub fn for_key<K: Lockable>() -> Self {
+        let mut layer = Self::new(K::source());
+        layer.config_mut().name = Arc::new(|raw: &str| K::parse(raw).map(|k| k.lock_name()));
+        layer
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// Names locks `<prefix><value>` instead of `<param>:<value>`, e.g. the route's name,
+    /// so that keys of different routes never collide.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config_mut().name = prefixed(prefix.into());
+        self
+    }
+
+    /// Uses this manager instead of the one in the request extensions (it is also put in
+    /// the extensions for inner extractors when none is there).
+    pub fn manager(mut self, manager: LockManager) -> Self {
+        self.config_mut().manager = Some(manager);
+        self
+    }
+
+    /// How long a request waits for a busy lock before it is answered "busy"
+    /// (default: the manager's wait, 10 s). Zero: try once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.config_mut().wait = Some(wait);
+        self
+    }
+
+    /// An explicit lease (no watchdog): the lock ends after `lease` even if the handler
+    /// still runs. Default: the manager's lease, renewed while the handler runs.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config_mut().lease = Some(lease);
+        self
+    }
+
+    /// The status for "still busy after the wait": 409 by default; 423, 429 and 503 are
+    /// common choices.
+    pub fn busy_status(mut self, status: StatusCode) -> Self {
+        self.config_mut().busy_status = status;
+        self
+    }
+
+    /// Requests without the key (absent parameter or header) run unlocked instead of
+    /// getting a 400. Present but invalid keys are still rejected.
+    pub fn allow_missing_key(mut self) -> Self {
+        self.config_mut().allow_missing_key = true;
+        self
+    }
+
+    /// When the backend fails, log and run the request without a lock instead of
+    /// answering 503. Only for work that tolerates running twice at once.
+    pub fn fail_open(mut self) -> Self {
+        self.config_mut().fail_open = true;
+        self
+    }
+
+    /// If the lock is lost while the handler runs, drop the handler's future and answer
+    /// 503 (default: keep going; the loss is visible through [`HeldLock`](crate::HeldLock)).
+    pub fn abort_on_lost(mut self) -> Self {
+        self.config_mut().abort_on_lost = true;
+        self
+    }
+
+    /// Replaces the responses for lock failures.
+    pub fn map_rejection(
+        mut self,
+        f: impl Fn(LockRejection) -> Response + Send + Sync + 'static,
+    ) -> Self {
+        self.config_mut().map_rejection = Some(Arc::new(f));
+        self
+    }
+}
+
+fn prefixed(prefix: String) -> Arc<NameFn> {
+    Arc::new(move |raw: &str| Ok(format!("{prefix}{raw}")))
+}
+
+impl<S> Layer<S> for LockLayer {
+    type Service = Lock<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Lock::new(inner, self.config.clone())
+    }
+}
+
+impl fmt::Debug for LockLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockLayer")
+            .field("source", &self.config.source)
+            .field("wait", &self.config.wait)
+            .field("lease", &self.config.lease)
+            .field("busy_status", &self.config.busy_status)
+            .finish()
+    }
+}

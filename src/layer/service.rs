@@ -1,0 +1,64 @@
+//! The `Lock` service.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Bytes, HttpBody};
+use axum::response::Response;
+use axum::BoxError;
+use http::Request;
+use tower::Service;
+
+use super::future::ResponseFuture;
+use super::Config;
+
+/// Runs each request under its lock. Built by [`LockLayer`](super::LockLayer).
+#[derive(Clone)]
+pub struct Lock<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> Lock<S> {
+    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+        Lock { inner, config }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, B, ResBody> Service<Request<B>> for Lock<S>
+where
+    S: Service<Request<B>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // Keep the instance that was polled ready; leave a fresh clone in its place.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::new(ready, self.config.clone(), request)
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for Lock<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("inner", &self.inner)
+            .field("source", &self.config.source)
+            .finish()
+    }
+}
