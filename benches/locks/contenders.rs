@@ -1,0 +1,160 @@
+//! The locks under test: tower-lock (Redis or memory) and the common polling lock
+//! (SET NX PX, retry every N ms, compare-and-delete release), driven by the same workload.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fred::prelude::*;
+use fred::types::{Expiration, SetOptions};
+use tower_lock::{LockGuard, LockManager};
+
+use crate::stats::Span;
+
+const POLL_RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+#[derive(Clone)]
+pub enum Contender {
+    TowerLock(LockManager),
+    Polling { client: Client, every: Duration },
+}
+
+pub enum Holding {
+    Tower(LockGuard),
+    Polling {
+        client: Client,
+        key: String,
+        token: String,
+    },
+}
+
+static TOKENS: AtomicU64 = AtomicU64::new(0);
+
+impl Contender {
+    pub async fn acquire(&self, name: &str) -> Holding {
+        match self {
+            Contender::TowerLock(locks) => Holding::Tower(
+                locks
+                    .lock(name)
+                    .wait(Duration::from_secs(600))
+                    .acquire()
+                    .await
+                    .expect("tower-lock acquisition"),
+            ),
+            Contender::Polling { client, every } => {
+                let token = format!(
+                    "{}:{}",
+                    std::process::id(),
+                    TOKENS.fetch_add(1, Ordering::Relaxed)
+                );
+                loop {
+                    let set: Option<String> = client
+                        .set(
+                            name,
+                            token.as_str(),
+                            Some(Expiration::PX(30_000)),
+                            Some(SetOptions::NX),
+                            false,
+                        )
+                        .await
+                        .expect("SET NX");
+                    if set.is_some() {
+                        return Holding::Polling {
+                            client: client.clone(),
+                            key: name.to_owned(),
+                            token,
+                        };
+                    }
+                    tokio::time::sleep(*every).await;
+                }
+            }
+        }
+    }
+}
+
+impl Holding {
+    pub async fn release(self) {
+        match self {
+            Holding::Tower(guard) => {
+                guard.release().await.expect("tower-lock release");
+            }
+            Holding::Polling { client, key, token } => {
+                let _: i64 = client
+                    .eval(POLL_RELEASE, vec![key], vec![token])
+                    .await
+                    .expect("release");
+            }
+        }
+    }
+}
+
+/// Nanoseconds since the Unix epoch: a clock all processes of the run share.
+pub fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+}
+
+/// Workers on one lock name.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
+    pub workers: usize,
+    /// Number of the first worker (workers of a second process continue the numbering).
+    pub first_worker: usize,
+    pub hold: Duration,
+    /// `Some((think, duration))`: loop acquire → hold → release → think for `duration`.
+    /// `None`: each worker acquires once.
+    pub steady: Option<(Duration, Duration)>,
+    /// Start time (ns on the shared clock), so that processes start together.
+    pub start_ns: u128,
+}
+
+pub async fn run(contender: &Contender, name: &str, workload: Workload) -> Vec<Span> {
+    let delay = Duration::from_nanos(workload.start_ns.saturating_sub(now_ns()) as u64);
+    tokio::time::sleep(delay).await;
+    let end_ns = workload.steady.map(|(_, d)| now_ns() + d.as_nanos());
+    let tasks: Vec<_> = (0..workload.workers)
+        .map(|i| {
+            let (contender, name) = (contender.clone(), name.to_owned());
+            tokio::spawn(async move {
+                let worker = workload.first_worker + i;
+                let mut spans = Vec::new();
+                loop {
+                    let asked = now_ns();
+                    let holding = contender.acquire(&name).await;
+                    let acquired = now_ns();
+                    hold(workload.hold).await;
+                    let releasing = now_ns();
+                    holding.release().await;
+                    let released = now_ns();
+                    spans.push(Span {
+                        worker,
+                        asked,
+                        acquired,
+                        releasing,
+                        released,
+                    });
+                    match (workload.steady, end_ns) {
+                        (Some((think, _)), Some(end)) if now_ns() < end => hold(think).await,
+                        _ => break,
+                    }
+                }
+                spans
+            })
+        })
+        .collect();
+    let mut spans = Vec::new();
+    for task in tasks {
+        spans.extend(task.await.expect("worker"));
+    }
+    spans
+}
+
+/// Holds the lock (or thinks) for `d`: the timer rounds up to the next millisecond, and
+/// the figures use the measured times.
+pub async fn hold(d: Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}

@@ -1,0 +1,126 @@
+//! `cargo bench --bench locks` (`-- --quick` for a short run): lock latency, hand-over and
+//! HTTP overhead, every figure beside a floor or baseline measured in the same run.
+//!
+//! Starts its own redis-server on a loopback port (or uses `REDIS_URL`), prints a markdown
+//! table, and writes `target/bench-locks.json` and `target/bench-locks-handover.svg`.
+
+#[path = "../../tests/support/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod support;
+
+mod chart;
+mod contenders;
+mod report;
+mod scenarios;
+mod stats;
+
+use std::time::Duration;
+
+use contenders::{Contender, Workload};
+use fred::prelude::*;
+
+/// Run-length settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Scale {
+    pub quick: bool,
+    pub s1_iterations: usize,
+    pub steady: Duration,
+    pub s3_duration: Duration,
+    pub s4_sequential: usize,
+    pub s4_parallel: Duration,
+    pub s5_waiters: usize,
+}
+
+impl Scale {
+    fn new(quick: bool) -> Scale {
+        if quick {
+            Scale {
+                quick,
+                s1_iterations: 500,
+                steady: Duration::from_millis(500),
+                s3_duration: Duration::from_millis(500),
+                s4_sequential: 300,
+                s4_parallel: Duration::from_millis(500),
+                s5_waiters: 1_000,
+            }
+        } else {
+            Scale {
+                quick,
+                s1_iterations: 5_000,
+                steady: Duration::from_secs(5),
+                s3_duration: Duration::from_secs(5),
+                s4_sequential: 3_000,
+                s4_parallel: Duration::from_secs(3),
+                s5_waiters: 10_000,
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Some(at) = args.iter().position(|a| a == "--worker") {
+        runtime.block_on(worker(&args[at + 1..]));
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    runtime.block_on(scenarios::run_all(Scale::new(quick)));
+}
+
+/// A second OS process of a two-process scenario: runs its workers, prints their spans.
+async fn worker(args: &[String]) {
+    let [kind, url, name, workers, first, hold_us, think_us, duration_ms, start_ns, ..] = args
+    else {
+        panic!(
+            "worker arguments: kind url name workers first hold_us think_us duration_ms start_ns"
+        );
+    };
+    let contender = contender(kind, url).await;
+    let think_us: u64 = think_us.parse().unwrap();
+    let duration_ms: u64 = duration_ms.parse().unwrap();
+    let workload = Workload {
+        workers: workers.parse().unwrap(),
+        first_worker: first.parse().unwrap(),
+        hold: Duration::from_micros(hold_us.parse().unwrap()),
+        steady: (duration_ms > 0).then(|| {
+            (
+                Duration::from_micros(think_us),
+                Duration::from_millis(duration_ms),
+            )
+        }),
+        start_ns: start_ns.parse().unwrap(),
+    };
+    let spans = contenders::run(&contender, name, workload).await;
+    let mut out = String::new();
+    for span in spans {
+        out.push_str(&span.to_line());
+        out.push('\n');
+    }
+    print!("{out}done\n");
+}
+
+/// Builds a contender by its short name: `tower`, `poll100`, `poll10`, `memory`.
+pub async fn contender(kind: &str, url: &str) -> Contender {
+    match kind {
+        "tower" => {
+            Contender::TowerLock(tower_lock::LockManager::redis(url).await.expect("connect"))
+        }
+        "memory" => Contender::TowerLock(tower_lock::LockManager::memory()),
+        poll => {
+            let every: u64 = poll.trim_start_matches("poll").parse().expect("pollN");
+            let client = Builder::from_config(Config::from_url(url).unwrap())
+                .build()
+                .unwrap();
+            client.init().await.expect("connect");
+            Contender::Polling {
+                client,
+                every: Duration::from_millis(every),
+            }
+        }
+    }
+}
