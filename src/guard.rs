@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::OwnedMutexGuard;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
@@ -14,6 +13,8 @@ use crate::key::{LockKey, OwnerId};
 use crate::loss::LossSignal;
 use crate::manager::ManagerInner;
 use crate::settle::Settle;
+use crate::wait::Claim;
+use crate::watchdog::RenewGate;
 
 /// One owner's hold on a lock, shared by the guards of its reentrant acquisitions.
 pub(crate) struct Hold {
@@ -27,23 +28,21 @@ pub(crate) struct Hold {
     /// is sent with the count it expects.
     pub(crate) count: Arc<tokio::sync::Mutex<u32>>,
     pub(crate) loss: LossSignal,
-    /// The spawned watchdog, if this hold's watchdog runs as a task.
-    pub(crate) watchdog: Mutex<Option<JoinHandle<()>>>,
+    /// Its slot in the manager's renewal schedule, while one is due.
+    pub(crate) renewal: Mutex<Option<(Instant, u64)>>,
+    /// Closed before the last release: no renewal after it.
+    pub(crate) gate: Arc<RenewGate>,
+    /// This process's claim on the name, ended by the last release.
+    pub(crate) claim: Mutex<Option<Claim>>,
     pub(crate) runtime: tokio::runtime::Handle,
 }
 
 impl Hold {
-    /// Stops the spawned watchdog and waits until it cannot send anything more.
+    /// Stops renewals: none is sent after this returns. Waits only for a renewal already
+    /// under way (rare: one per lease/3), never for the watchdog task itself.
     async fn stop_watchdog(&self) {
-        let task = self
-            .watchdog
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(task) = task {
-            task.abort();
-            let _ = task.await;
-        }
+        self.gate.close().await;
+        self.manager.renewals.cancel(self);
     }
 
     /// Drops one hold, with the count lock already taken. Runs to the end even if its
@@ -65,8 +64,14 @@ impl Hold {
             let sent = Instant::now();
             let result = self.manager.backend.release(args).await;
             *count = count.saturating_sub(1);
+            if *count == 0 {
+                let claim = self.claim.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(claim) = claim {
+                    claim.end(matches!(result, Ok(Released::Unlocked)));
+                }
+            }
             match result {
-                Ok(Released::Unlocked) => self.manager.queues.released_locally(&self.key),
+                Ok(Released::Unlocked) => {}
                 Ok(Released::StillHeld) => self.loss.extend(sent + self.lease),
                 Ok(Released::NotHeld) => {
                     if *count > 0 {

@@ -48,6 +48,7 @@ pub mod layer;
 mod loss;
 mod manager;
 mod rejection;
+mod renewals;
 mod request;
 mod settle;
 mod wait;

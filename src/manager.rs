@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::backend::{Backend, MemoryBackend, RedisBackend};
 use crate::error::{BackendError, LockError};
 use crate::key::{Ids, LockKey, DEFAULT_MAX_NAME_LEN};
+use crate::renewals::Renewals;
 use crate::request::LockRequest;
 use crate::wait::WaitQueues;
 
@@ -49,6 +50,13 @@ pub(crate) struct ManagerInner {
     pub(crate) queues: WaitQueues,
     pub(crate) ids: Ids,
     pub(crate) settings: Settings,
+    pub(crate) renewals: Arc<Renewals>,
+}
+
+impl Drop for ManagerInner {
+    fn drop(&mut self) {
+        self.renewals.shut_down();
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -195,6 +203,7 @@ impl LockManagerBuilder {
                 queues,
                 ids: Ids::new(),
                 settings: self.settings,
+                renewals: Arc::default(),
             }),
         }
     }

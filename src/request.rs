@@ -12,8 +12,8 @@ use crate::key::{LockKey, OwnerId};
 use crate::loss::LossSignal;
 use crate::manager::{LockManager, ManagerInner};
 use crate::settle::Settle;
-use crate::wait::Turn;
-use crate::watchdog::keep_alive;
+use crate::wait::{Claim, Local, Turn};
+use crate::watchdog::{keep_alive, Keeper, RenewGate};
 
 /// Pause before a waiter retries after a backend error (doubling up to a second).
 const ERROR_RETRY: Duration = Duration::from_millis(50);
@@ -84,37 +84,33 @@ impl LockRequest {
             None => (inner.settings.lease, true),
         };
         let owner = inner.ids.next_owner();
-        let (acquired_at, waited) = wait_for(&inner, &key, &owner, lease, self.wait).await?;
+        let (acquired_at, waited, claim) = wait_for(&inner, &key, &owner, lease, self.wait).await?;
         let loss = LossSignal::new((!renewed).then_some(acquired_at + lease));
         let hold = Arc::new(Hold {
             manager: inner.clone(),
-            key: key.clone(),
-            owner: owner.clone(),
+            key,
+            owner,
             lease,
             renewed,
             count: Arc::new(tokio::sync::Mutex::new(1)),
-            loss: loss.clone(),
-            watchdog: Mutex::new(None),
-            runtime: runtime.clone(),
+            loss,
+            renewal: Mutex::new(None),
+            gate: Arc::new(RenewGate::default()),
+            claim: Mutex::new(Some(claim)),
+            runtime,
         });
-        tracing::trace!(key = %key, owner = %owner, ?waited, "tower-lock: acquired");
-        let watchdog = renewed.then(|| {
-            Box::pin(keep_alive(
-                inner.backend.clone(),
-                key,
-                owner,
-                lease,
-                loss,
-                acquired_at,
-            )) as InlineWatchdog
-        });
-        match watchdog {
-            Some(watchdog) if spawn_watchdog => {
-                *hold.watchdog.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(runtime.spawn(watchdog));
-                Ok((LockGuard::new(hold), None))
-            }
-            watchdog => Ok((LockGuard::new(hold), watchdog)),
+        tracing::trace!(key = %hold.key, owner = %hold.owner, ?waited, "tower-lock: acquired");
+        if !renewed {
+            return Ok((LockGuard::new(hold), None));
+        }
+        let keeper = Keeper::new(lease, acquired_at);
+        if spawn_watchdog {
+            let due = keeper.first_due();
+            inner.renewals.schedule(hold.clone(), keeper, due);
+            Ok((LockGuard::new(hold), None))
+        } else {
+            let watchdog = Box::pin(keep_alive(hold.clone(), keeper)) as InlineWatchdog;
+            Ok((LockGuard::new(hold), Some(watchdog)))
         }
     }
 }
@@ -163,7 +159,7 @@ async fn wait_for(
     owner: &OwnerId,
     lease: Duration,
     wait: Duration,
-) -> Result<(Instant, Duration), LockError> {
+) -> Result<(Instant, Duration, Claim), LockError> {
     let started = Instant::now();
     let deadline = started
         .checked_add(wait)
@@ -176,12 +172,19 @@ async fn wait_for(
         holder_lease: holder_until.map(|until| until.saturating_duration_since(Instant::now())),
     };
 
-    // Local waiters go first: a newcomer does not try before them.
+    // Local waiters go first: a newcomer does not try before them, nor while a holder in
+    // this process has the lock.
     let mut holder_lease = None;
-    if !inner.queues.is_watched(key) {
+    let local = inner.queues.local_state(key);
+    // A single try asks the backend unless waiters are queued (it must not overtake them);
+    // a waiter joins the queue at once when a holder here has the lock.
+    if local == Local::Free || (local == Local::Held && wait.is_zero()) {
+        // Newcomers that arrive meanwhile queue instead of trying too (a burst of
+        // duplicates costs one attempt, not one each).
+        let claim = inner.queues.claim(key);
         let sent = Instant::now();
         match attempt(inner, key, owner, lease).await? {
-            Attempt::Acquired => return Ok((sent, Duration::ZERO)),
+            Attempt::Acquired => return Ok((sent, Duration::ZERO, claim)),
             Attempt::Busy(pttl) => holder_lease = pttl,
             Attempt::Lost => {}
         }
@@ -203,8 +206,9 @@ async fn wait_for(
                 match tokio::time::timeout_at(deadline, attempt(inner, key, owner, lease)).await {
                     Err(_) => break,
                     Ok(Ok(Attempt::Acquired)) => {
+                        let claim = inner.queues.claim(key);
                         ticket.acquired(lease);
-                        return Ok((sent, started.elapsed()));
+                        return Ok((sent, started.elapsed(), claim));
                     }
                     Ok(Ok(Attempt::Busy(pttl))) => {
                         last_error = None;

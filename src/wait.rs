@@ -34,6 +34,9 @@ struct Inner {
 #[derive(Default)]
 struct State {
     queues: HashMap<LockKey, Queue>,
+    /// Locks held by this process (number of holders; more than one only across a
+    /// hand-over): a newcomer queues behind them instead of trying in vain.
+    held: HashMap<LockKey, u32>,
     /// Names whose wanted subscription may differ from the backend's.
     changes: HashSet<LockKey>,
 }
@@ -167,11 +170,51 @@ impl WaitQueues {
         }
     }
 
+    /// Claims `key` for a holder or an attempt of this process: until the claim ends,
+    /// newcomers queue instead of trying in vain.
+    pub(crate) fn claim(&self, key: &LockKey) -> Claim {
+        *self.lock().held.entry(key.clone()).or_insert(0) += 1;
+        Claim {
+            queues: self.clone(),
+            key: key.clone(),
+            ended: false,
+        }
+    }
+
+    fn hold_ended(&self, key: &LockKey, unlocked: bool) {
+        let mut state = self.lock();
+        if let Some(count) = state.held.get_mut(key) {
+            *count -= 1;
+            if *count == 0 {
+                state.held.remove(key);
+            }
+        }
+        if unlocked {
+            self.wake_after_release(&mut state, key);
+        }
+    }
+
+    /// What a newcomer for `key` finds in this process.
+    pub(crate) fn local_state(&self, key: &LockKey) -> Local {
+        let state = self.lock();
+        if state.queues.contains_key(key) {
+            Local::Queued
+        } else if state.held.contains_key(key) {
+            Local::Held
+        } else {
+            Local::Free
+        }
+    }
+
     /// This process released `key` (the lock is free): wake the next local waiter now,
     /// without waiting for our own notification to come back.
     pub(crate) fn released_locally(&self, key: &LockKey) {
-        let ready_at_once = self.inner.ready_at_once;
         let mut state = self.lock();
+        self.wake_after_release(&mut state, key);
+    }
+
+    fn wake_after_release(&self, state: &mut State, key: &LockKey) {
+        let ready_at_once = self.inner.ready_at_once;
         if let Some(queue) = state.queues.get_mut(key) {
             if queue.ready && !ready_at_once {
                 queue.own_unlocks += 1;
@@ -232,6 +275,41 @@ impl WaitQueues {
             acquired_for: None,
         }
     }
+}
+
+/// A holder's or an attempt's claim on a name (see [`WaitQueues::claim`]). Dropping it
+/// ends the claim without waking anyone.
+pub(crate) struct Claim {
+    queues: WaitQueues,
+    key: LockKey,
+    ended: bool,
+}
+
+impl Claim {
+    /// The holder let go; `unlocked`: its release freed the lock (the next waiter is woken).
+    pub(crate) fn end(mut self, unlocked: bool) {
+        self.ended = true;
+        self.queues.hold_ended(&self.key, unlocked);
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.queues.hold_ended(&self.key, false);
+        }
+    }
+}
+
+/// A name's state in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Local {
+    /// Waiters are queued: a newcomer goes behind them.
+    Queued,
+    /// A holder or an attempt here has the lock or is about to (no queue yet).
+    Held,
+    /// Nothing known here.
+    Free,
 }
 
 /// What a waiter should do next.

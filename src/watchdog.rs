@@ -1,63 +1,147 @@
 //! Keeps a lease alive while the lock is held.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::Backend;
-use crate::key::{LockKey, OwnerId};
-use crate::loss::LossSignal;
+use crate::guard::Hold;
 
 /// Shortest pause between renewal retries after an error.
 const MIN_RETRY: Duration = Duration::from_millis(50);
 
-/// Renews the lease every `lease / 3` until the lock is lost; fires `loss` then and
-/// returns. The caller stops it (by dropping it) before releasing, so no renewal is ever
-/// sent after a release. `acquired_at` is when the acquisition was sent: the lease cannot
-/// end before `acquired_at + lease`.
-pub(crate) async fn keep_alive(
-    backend: Arc<dyn Backend>,
-    key: LockKey,
-    owner: OwnerId,
+/// Orders renewals before the release without joining the watchdog: a renewal starts only
+/// while the hold is open, and closing waits for a renewal that already started.
+#[derive(Debug, Default)]
+pub(crate) struct RenewGate {
+    state: Mutex<GateState>,
+    done: Notify,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    closed: bool,
+    renewing: bool,
+}
+
+impl RenewGate {
+    fn state(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a renewal, unless the hold is being released.
+    fn begin(&self) -> Option<Renewing<'_>> {
+        let mut state = self.state();
+        if state.closed {
+            return None;
+        }
+        state.renewing = true;
+        Some(Renewing(self))
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state().closed
+    }
+
+    /// No renewal starts after this returns, and none is still running.
+    pub(crate) async fn close(&self) {
+        loop {
+            let done = self.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            {
+                let mut state = self.state();
+                state.closed = true;
+                if !state.renewing {
+                    return;
+                }
+            }
+            done.await;
+        }
+    }
+}
+
+/// A renewal in progress; ends when dropped (also when its watchdog is aborted).
+struct Renewing<'a>(&'a RenewGate);
+
+impl Drop for Renewing<'_> {
+    fn drop(&mut self) {
+        self.0.state().renewing = false;
+        self.0.done.notify_waiters();
+    }
+}
+
+/// The renewal schedule of one hold: when the lease may end, and when to renew next.
+#[derive(Debug, Clone)]
+pub(crate) struct Keeper {
     lease: Duration,
-    loss: LossSignal,
-    acquired_at: Instant,
-) {
-    let period = lease / 3;
-    let mut valid_until = acquired_at + lease;
-    let mut next = acquired_at + period;
-    let mut retry = MIN_RETRY;
+    period: Duration,
+    valid_until: Instant,
+    retry: Duration,
+}
+
+impl Keeper {
+    /// `acquired_at` is when the acquisition was sent: the lease cannot end before
+    /// `acquired_at + lease`.
+    pub(crate) fn new(lease: Duration, acquired_at: Instant) -> Self {
+        Keeper {
+            lease,
+            period: lease / 3,
+            valid_until: acquired_at + lease,
+            retry: MIN_RETRY,
+        }
+    }
+
+    /// When the first renewal is due.
+    pub(crate) fn first_due(&self) -> Instant {
+        self.valid_until - self.lease + self.period
+    }
+}
+
+/// Renews the lease once (every lease/3 while held). Returns when to renew next; `None`
+/// when the hold was released, or when the lock is lost (the loss signal fired and a
+/// warning was traced). A failed renewal is retried while the lease could still run.
+pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Instant> {
+    let _renewing = hold.gate.begin()?;
+    let (key, owner) = (&hold.key, &hold.owner);
+    let sent = Instant::now();
+    let renewal = hold
+        .manager
+        .backend
+        .renew(key.clone(), owner.clone(), keeper.lease);
+    let lost = |why: &str| {
+        tracing::warn!(key = %key, owner = %owner, "tower-lock: lock lost: {why}");
+        hold.loss.fire();
+        None
+    };
+    match tokio::time::timeout_at(keeper.valid_until, renewal).await {
+        Ok(Ok(true)) => {
+            keeper.valid_until = sent + keeper.lease;
+            keeper.retry = MIN_RETRY;
+            Some(sent + keeper.period)
+        }
+        Ok(Ok(false)) => lost("the renewal found it gone (expired or deleted)"),
+        Ok(Err(error)) if Instant::now() + keeper.retry < keeper.valid_until => {
+            tracing::warn!(key = %key, %error, "tower-lock: lease renewal failed; retrying while the lease may still run");
+            let next = Instant::now() + keeper.retry;
+            keeper.retry = (keeper.retry * 2).min(keeper.period.max(MIN_RETRY));
+            Some(next)
+        }
+        Ok(Err(_)) => lost("renewals failed until the lease could have ended"),
+        Err(_) => lost("no renewal succeeded before the lease could have ended"),
+    }
+}
+
+/// The watchdog as a future, for a caller that polls it itself (the HTTP layer's response
+/// future): completes when the lock is lost or the hold released.
+pub(crate) async fn keep_alive(hold: Arc<Hold>, mut keeper: Keeper) {
+    let mut next = keeper.first_due();
     loop {
         tokio::time::sleep_until(next).await;
-        let sent = Instant::now();
-        let renewal = backend.renew(key.clone(), owner.clone(), lease);
-        match tokio::time::timeout_at(valid_until, renewal).await {
-            Ok(Ok(true)) => {
-                valid_until = sent + lease;
-                next = sent + period;
-                retry = MIN_RETRY;
-            }
-            Ok(Ok(false)) => {
-                tracing::warn!(key = %key, owner = %owner, "tower-lock: lock lost: the renewal found it gone (expired or deleted)");
-                loss.fire();
-                return;
-            }
-            Ok(Err(error)) if Instant::now() + retry < valid_until => {
-                tracing::warn!(key = %key, %error, "tower-lock: lease renewal failed; retrying while the lease may still run");
-                next = Instant::now() + retry;
-                retry = (retry * 2).min(period.max(MIN_RETRY));
-            }
-            Ok(Err(error)) => {
-                tracing::warn!(key = %key, owner = %owner, %error, "tower-lock: lock lost: renewals failed until the lease could have ended");
-                loss.fire();
-                return;
-            }
-            Err(_) => {
-                tracing::warn!(key = %key, owner = %owner, "tower-lock: lock lost: no renewal succeeded before the lease could have ended");
-                loss.fire();
-                return;
-            }
+        match renew_once(&hold, &mut keeper).await {
+            Some(due) => next = due,
+            None => return,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! table, and writes `target/bench-locks.json` and `target/bench-locks-handover.svg`.
 
 #[path = "../../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 mod chart;
@@ -101,7 +101,8 @@ async fn worker(args: &[String]) {
         out.push_str(&span.to_line());
         out.push('\n');
     }
-    print!("{out}done\n");
+    out.push_str("done");
+    println!("{out}");
 }
 
 /// Builds a contender by its short name: `tower`, `poll100`, `poll10`, `memory`.

@@ -125,28 +125,36 @@ impl RedisBackend {
     }
 
     /// Runs `script` by EVALSHA; loads it and runs it again when the server does not know
-    /// it (after a restart or `SCRIPT FLUSH`).
-    fn eval<R: FromValue + Send + 'static>(
+    /// it (after a restart or `SCRIPT FLUSH`). `args` builds the keys and arguments (twice
+    /// only in that case).
+    fn eval<R, A>(
         &self,
         script: fn(&Inner) -> &Script,
-        keys: Vec<String>,
-        args: Vec<Value>,
-    ) -> BoxFuture<Result<R, BackendError>> {
+        args: A,
+    ) -> BoxFuture<Result<R, BackendError>>
+    where
+        R: FromValue + Send + 'static,
+        A: Fn() -> (Vec<String>, Vec<Value>) + Send + 'static,
+    {
         let inner = self.inner.clone();
         Box::pin(async move {
             let script = script(&inner);
             let client = inner.client.with_options(&inner.options);
-            let first = client
-                .evalsha::<R, _, _, _>(script.sha1().clone(), keys.clone(), args.clone())
-                .await;
-            let result = match first {
+            let (keys, values) = args();
+            let result = match client
+                .evalsha::<R, _, _, _>(script.sha1().clone(), keys, values)
+                .await
+            {
                 Err(e) if e.details().starts_with("NOSCRIPT") => {
                     tracing::debug!(
                         "Redis lost the lock scripts (restart or SCRIPT FLUSH); reloading"
                     );
                     let lua = script.lua().cloned().unwrap_or_default();
                     match client.script_load::<String, _>(lua).await {
-                        Ok(_) => client.evalsha(script.sha1().clone(), keys, args).await,
+                        Ok(_) => {
+                            let (keys, values) = args();
+                            client.evalsha(script.sha1().clone(), keys, values).await
+                        }
                         Err(e) => Err(e),
                     }
                 }
@@ -183,14 +191,18 @@ fn millis(d: Duration) -> Value {
 
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
-        let reply = self.eval::<Option<i64>>(
+        let reply = self.eval::<Option<i64>, _>(
             |i| &i.acquire,
-            vec![args.key.as_str().to_owned()],
-            vec![
-                millis(args.lease),
-                args.owner.as_str().into(),
-                Value::Integer(args.expected.into()),
-            ],
+            move || {
+                (
+                    vec![args.key.as_str().to_owned()],
+                    vec![
+                        millis(args.lease),
+                        args.owner.as_str().into(),
+                        Value::Integer(args.expected.into()),
+                    ],
+                )
+            },
         );
         Box::pin(async move {
             Ok(match reply.await? {
@@ -203,20 +215,24 @@ impl Backend for RedisBackend {
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
-        let reply = self.eval::<Option<i64>>(
+        let reply = self.eval::<Option<i64>, _>(
             |i| &i.release,
-            vec![
-                args.key.as_str().to_owned(),
-                args.key.channel(),
-                args.key.unlock_latch(&args.request_id),
-            ],
-            vec![
-                scripts::UNLOCK_MESSAGE.into(),
-                millis(args.lease),
-                args.owner.as_str().into(),
-                "publish".into(),
-                millis(UNLOCK_LATCH_TTL),
-            ],
+            move || {
+                (
+                    vec![
+                        args.key.as_str().to_owned(),
+                        args.key.channel(),
+                        args.key.unlock_latch(&args.request_id),
+                    ],
+                    vec![
+                        scripts::UNLOCK_MESSAGE.into(),
+                        millis(args.lease),
+                        args.owner.as_str().into(),
+                        "publish".into(),
+                        millis(UNLOCK_LATCH_TTL),
+                    ],
+                )
+            },
         );
         Box::pin(async move {
             Ok(match reply.await? {
@@ -233,10 +249,14 @@ impl Backend for RedisBackend {
         owner: OwnerId,
         lease: Duration,
     ) -> BoxFuture<Result<bool, BackendError>> {
-        let reply = self.eval::<i64>(
+        let reply = self.eval::<i64, _>(
             |i| &i.renew,
-            vec![key.as_str().to_owned()],
-            vec![millis(lease), owner.as_str().into()],
+            move || {
+                (
+                    vec![key.as_str().to_owned()],
+                    vec![millis(lease), owner.as_str().into()],
+                )
+            },
         );
         Box::pin(async move { Ok(reply.await? == 1) })
     }

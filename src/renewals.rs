@@ -1,0 +1,111 @@
+//! One task per manager renews the leases of all its held locks (no task per lock).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::guard::Hold;
+use crate::watchdog::{renew_once, Keeper};
+
+/// The renewal schedule of a manager's held locks.
+#[derive(Default)]
+pub(crate) struct Renewals {
+    state: Mutex<State>,
+    /// Wakes the task: an earlier renewal was scheduled, or the manager is gone.
+    wake: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct State {
+    due: BTreeMap<(Instant, u64), (Arc<Hold>, Keeper)>,
+    next_id: u64,
+    running: bool,
+}
+
+impl Renewals {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Schedules the next renewal of `hold` at `due`.
+    pub(crate) fn schedule(self: &Arc<Self>, hold: Arc<Hold>, keeper: Keeper, due: Instant) {
+        if hold.gate.is_closed() {
+            return;
+        }
+        let mut state = self.state();
+        let id = state.next_id;
+        state.next_id += 1;
+        let earliest = state
+            .due
+            .first_key_value()
+            .is_none_or(|((first, _), _)| due < *first);
+        *hold.renewal.lock().unwrap_or_else(|e| e.into_inner()) = Some((due, id));
+        let runtime = hold.runtime.clone();
+        state.due.insert((due, id), (hold, keeper));
+        let start = !std::mem::replace(&mut state.running, true);
+        drop(state);
+        if start {
+            runtime.spawn(run(Arc::downgrade(self), self.wake.clone()));
+        } else if earliest {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Takes `hold` off the schedule (it is being released).
+    pub(crate) fn cancel(&self, hold: &Hold) {
+        let slot = hold
+            .renewal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(slot) = slot {
+            self.state().due.remove(&slot);
+        }
+    }
+
+    /// Stops the task (the manager is gone).
+    pub(crate) fn shut_down(&self) {
+        self.wake.notify_one();
+    }
+}
+
+async fn run(renewals: Weak<Renewals>, wake: Arc<Notify>) {
+    loop {
+        let woken = wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let next = {
+            let Some(renewals) = renewals.upgrade() else {
+                return;
+            };
+            let now = Instant::now();
+            let mut state = renewals.state();
+            while let Some(entry) = state.due.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                let (hold, keeper) = entry.remove();
+                *hold.renewal.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let renewals = renewals.clone();
+                hold.runtime.clone().spawn(async move {
+                    let mut keeper = keeper;
+                    if let Some(due) = renew_once(&hold, &mut keeper).await {
+                        renewals.schedule(hold, keeper, due);
+                    }
+                });
+            }
+            state.due.first_key_value().map(|((due, _), _)| *due)
+        };
+        match next {
+            Some(due) => {
+                tokio::select! {
+                    _ = woken => {}
+                    _ = tokio::time::sleep_until(due) => {}
+                }
+            }
+            None => woken.await,
+        }
+    }
+}
