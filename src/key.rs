@@ -46,25 +46,57 @@ impl LockKey {
         &self.0
     }
 
-    /// Redisson's unlock channel for this key: `redisson_lock__channel:{<key>}`.
+    /// Redisson's unlock channel for this key: `redisson_lock__channel:{<key>}`, or
+    /// `redisson_lock__channel:<key>` when the key has braces of its own (as Redisson
+    /// does), so that a key with a hash tag keeps its channel in the tag's cluster slot.
     pub fn channel(&self) -> String {
-        format!("{CHANNEL_PREFIX}{{{}}}", self.0)
+        tagged(CHANNEL_PREFIX, &self.0)
     }
 
     /// The key whose channel this is, if `channel` is a lock channel.
     pub(crate) fn from_channel(channel: &str) -> Option<LockKey> {
         let inner = channel.strip_prefix(CHANNEL_PREFIX)?;
-        let inner = inner.strip_prefix('{')?.strip_suffix('}')?;
-        Some(LockKey(inner.into()))
+        let key = match inner.strip_prefix('{').and_then(|k| k.strip_suffix('}')) {
+            Some(key) if !has_braces(key) => key,
+            _ if has_braces(inner) => inner,
+            _ => return None,
+        };
+        Some(LockKey(key.into()))
     }
 
     /// Redisson's unlock latch key for one release request, which makes a re-sent release
     /// return the first result instead of decrementing twice.
     pub(crate) fn unlock_latch(&self, request_id: &str) -> String {
-        format!("redisson_unlock_latch:{{{}}}:{request_id}", self.0)
+        let mut latch = tagged(LATCH_PREFIX, &self.0);
+        latch.push(':');
+        latch.push_str(request_id);
+        latch
+    }
+
+    /// The Redis Cluster hash tag of the key, if it has one (the text between the first
+    /// `{` and the first `}` after it, when not empty).
+    pub fn hash_tag(&self) -> Option<&str> {
+        let open = self.0.find('{')?;
+        let rest = &self.0[open + 1..];
+        let close = rest.find('}')?;
+        (close > 0).then(|| &rest[..close])
     }
 }
 
+/// Redisson's `prefixName`: `<prefix>{<key>}`, or `<prefix><key>` when the key has braces.
+fn tagged(prefix: &str, key: &str) -> String {
+    if has_braces(key) {
+        format!("{prefix}{key}")
+    } else {
+        format!("{prefix}{{{key}}}")
+    }
+}
+
+fn has_braces(key: &str) -> bool {
+    key.contains(['{', '}'])
+}
+
+const LATCH_PREFIX: &str = "redisson_unlock_latch:";
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 
 impl fmt::Debug for LockKey {
@@ -161,6 +193,26 @@ mod tests {
         );
         assert_eq!(LockKey::from_channel(&key.channel()), Some(key));
         assert_eq!(LockKey::from_channel("other"), None);
+    }
+
+    #[test]
+    fn keys_with_a_hash_tag_keep_their_channel_and_latch_in_its_slot() {
+        use fred::util::redis_keyslot;
+        for name in ["{order:42}:pay", "a{b}c", "x{y}{z}", "plain", "ünï{©}"] {
+            let key = LockKey::new("", name, 1024).unwrap();
+            let slot = redis_keyslot(key.as_str().as_bytes());
+            assert_eq!(redis_keyslot(key.channel().as_bytes()), slot, "{name}");
+            assert_eq!(
+                redis_keyslot(key.unlock_latch("r1").as_bytes()),
+                slot,
+                "{name}"
+            );
+            assert_eq!(LockKey::from_channel(&key.channel()), Some(key.clone()));
+        }
+        let key = LockKey::new("", "a{b}c", 1024).unwrap();
+        assert_eq!(key.channel(), "redisson_lock__channel:a{b}c");
+        assert_eq!(key.hash_tag(), Some("b"));
+        assert_eq!(LockKey::new("", "a{}b", 1024).unwrap().hash_tag(), None);
     }
 
     #[test]

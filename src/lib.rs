@@ -62,7 +62,7 @@ pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use key_source::KeySource;
 pub use layer::LockLayer;
 pub use loss::LossSignal;
-pub use manager::{LockManager, LockManagerBuilder, DEFAULT_LEASE, DEFAULT_WAIT};
+pub use manager::{LockManager, LockManagerBuilder, ManagerStats, DEFAULT_LEASE, DEFAULT_WAIT};
 pub use rejection::LockRejection;
 pub use request::LockRequest;
 pub use wait::WaitQueues;

@@ -131,6 +131,18 @@ impl LockManager {
             .map_or(0, |key| self.inner.queues.queued(&key))
     }
 
+    /// What this manager tracks right now (for metrics and leak checks): every figure
+    /// returns to zero once no lock is held or awaited.
+    pub fn stats(&self) -> ManagerStats {
+        let (waiting_names, waiters, claimed_names) = self.inner.queues.counts();
+        ManagerStats {
+            waiting_names,
+            waiters,
+            claimed_names,
+            renewals: self.inner.renewals.len(),
+        }
+    }
+
     /// The backend's kind: `"redis"` or `"memory"`.
     pub fn backend_kind(&self) -> &'static str {
         self.inner.backend.kind()
@@ -145,6 +157,20 @@ impl fmt::Debug for LockManager {
             .field("settings", &self.inner.settings)
             .finish()
     }
+}
+
+/// A snapshot of a manager's local state; see [`LockManager::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ManagerStats {
+    /// Names with waiters in this process (each has one Redis subscription).
+    pub waiting_names: usize,
+    /// Acquisitions waiting in this process.
+    pub waiters: usize,
+    /// Names held (or being acquired) by this process.
+    pub claimed_names: usize,
+    /// Held locks whose lease the manager renews.
+    pub renewals: usize,
 }
 
 /// Builds a [`LockManager`]; every setting has a default.
@@ -190,6 +216,13 @@ impl LockManagerBuilder {
     /// Call it inside a Tokio runtime.
     pub async fn redis(self, url: &str) -> Result<LockManager, BackendError> {
         Ok(self.backend(RedisBackend::connect(url).await?))
+    }
+
+    /// A manager on Redis at `url` that starts without waiting for Redis: until Redis
+    /// answers, acquisitions fail with [`LockError::Unavailable`] (503 from the layer).
+    /// Fails only for an invalid URL. Call it inside a Tokio runtime.
+    pub async fn redis_lazy(self, url: &str) -> Result<LockManager, BackendError> {
+        Ok(self.backend(RedisBackend::connect_lazy(url).await?))
     }
 
     /// A manager on any backend. For [`RedisBackend`], call it inside a Tokio runtime: the

@@ -65,6 +65,11 @@ impl Renewals {
         }
     }
 
+    /// How many held locks have a renewal scheduled.
+    pub(crate) fn len(&self) -> usize {
+        self.state().due.len()
+    }
+
     /// Stops the task (the manager is gone).
     pub(crate) fn shut_down(&self) {
         self.wake.notify_one();

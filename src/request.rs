@@ -183,7 +183,19 @@ async fn wait_for(
         // duplicates costs one attempt, not one each).
         let claim = inner.queues.claim(key);
         let sent = Instant::now();
-        match attempt(inner, key, owner, lease).await? {
+        // A waiting request's deadline also bounds its first attempt (a slow backend); a
+        // single try is bounded by the backend's own command timeout.
+        let first = if wait.is_zero() {
+            attempt(inner, key, owner, lease).await
+        } else {
+            match tokio::time::timeout_at(deadline, attempt(inner, key, owner, lease)).await {
+                Ok(result) => result,
+                Err(_) => Err(BackendError::new(format!(
+                    "no answer from the lock backend within the wait ({wait:?})"
+                ))),
+            }
+        };
+        match first? {
             Attempt::Acquired => return Ok((sent, Duration::ZERO, claim)),
             Attempt::Busy(pttl) => holder_lease = pttl,
             Attempt::Lost => {}

@@ -231,6 +231,13 @@ impl WaitQueues {
         self.lock().queues.get(key).map_or(0, |q| q.waiters.len())
     }
 
+    /// (names with waiters, waiters, names claimed by holders or attempts).
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+        let state = self.lock();
+        let waiters = state.queues.values().map(|q| q.waiters.len()).sum();
+        (state.queues.len(), waiters, state.held.len())
+    }
+
     /// Number of names with local waiters.
     pub(crate) fn len(&self) -> usize {
         self.lock().queues.len()

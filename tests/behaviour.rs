@@ -392,6 +392,49 @@ async fn names_are_validated_and_any_bytes_work(kind: Kind) {
     }
 }
 
+async fn other_owners_cannot_release(kind: Kind) {
+    use tower_lock::backend::{Backend, ReleaseArgs};
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("owners");
+    let guard = ctx.manager.lock(&name).acquire().await.unwrap();
+    // The owner id is `<UUID v4>:<n>`: 122 random bits that another process cannot guess.
+    let (uuid, holder) = guard.owner().as_str().rsplit_once(':').unwrap();
+    assert_eq!(uuid.len(), 36);
+    assert_eq!(&uuid[14..15], "4", "a version 4 (random) UUID: {uuid}");
+    assert!(holder.parse::<u64>().is_ok());
+    assert_eq!(uuid, ctx.manager.id());
+    // A release by any other owner (a guessed holder number included) changes nothing.
+    let backend: Box<dyn Backend> = match (&ctx.memory, kind) {
+        (Some(memory), _) => Box::new(memory.clone()),
+        _ => Box::new(
+            tower_lock::backend::RedisBackend::connect(&support::shared_redis_url())
+                .await
+                .unwrap(),
+        ),
+    };
+    for other in [
+        format!("{uuid}:999999"),
+        "someone-else:1".to_owned(),
+        String::new(),
+    ] {
+        let released = backend
+            .release(ReleaseArgs {
+                key: guard.key().clone(),
+                owner: tower_lock::OwnerId::from_raw(&other),
+                lease: Duration::from_secs(30),
+                request_id: format!("{other}:r"),
+            })
+            .await
+            .unwrap();
+        assert_eq!(released, Released::NotHeld);
+    }
+    assert!(
+        ctx.manager.lock(&name).try_acquire().await.is_err(),
+        "still held by its owner"
+    );
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+}
+
 macro_rules! behaviour_suite {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -426,4 +469,5 @@ behaviour_suite!(
     dropped_waiter_leaves_the_queue,
     dropped_acquires_leave_nothing_held,
     names_are_validated_and_any_bytes_work,
+    other_owners_cannot_release,
 );

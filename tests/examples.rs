@@ -1,26 +1,12 @@
 //! The examples build with the test suite; the demo also runs to completion.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod support;
 
-fn example(name: &str) -> PathBuf {
-    // target/<profile>/deps/<this test> → target/<profile>/examples/<name>
-    let mut path = std::env::current_exe().expect("test executable path");
-    path.pop();
-    path.pop();
-    path.push("examples");
-    path.push(name);
-    path
-}
+use std::process::Command;
 
 #[test]
 fn demo_runs_and_shows_the_lock_at_work() {
-    let demo = example("demo");
-    assert!(
-        demo.exists(),
-        "{} was not built (cargo test builds examples)",
-        demo.display()
-    );
+    let demo = support::example("demo");
     let output = Command::new(&demo)
         .env_remove("REDIS_URL")
         .output()

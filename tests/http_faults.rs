@@ -156,3 +156,53 @@ async fn lost_lock_policies() {
     assert!(retry_after.is_some());
     assert!(body.contains("was lost"), "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_while_held_follows_the_lost_lock_policy() {
+    let mut server = RedisServer::start();
+    let locks = LockManager::builder()
+        .lease(Duration::from_millis(600))
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
+    let app = Router::new()
+        .route(
+            "/orders/{orderId}/slow",
+            post(move || {
+                let entered_tx = entered_tx.clone();
+                async move {
+                    let _ = entered_tx.send(());
+                    std::future::pending::<&'static str>().await
+                }
+            }),
+        )
+        .route("/orders/{orderId}", post(|| async { "ok" }))
+        .route_layer(LockLayer::by_path_param("orderId").abort_on_lost())
+        .layer(Extension(locks));
+    let request = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, "/orders/1/slow").await }
+    });
+    entered.recv().await.unwrap();
+    // Redis restarts empty: the next renewal finds the lock gone.
+    server.stop();
+    server.resume();
+    let (status, _, body) = tokio::time::timeout(Duration::from_secs(20), request)
+        .await
+        .expect("the request is answered")
+        .unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("was lost"), "{body}");
+    // New requests succeed once Redis is back, without restarting the app.
+    let mut last = String::new();
+    for _ in 0..200 {
+        let (status, _, body) = call(&app, "/orders/1").await;
+        if status == StatusCode::OK {
+            return;
+        }
+        last = body;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no recovery after the restart: {last}");
+}

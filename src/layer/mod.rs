@@ -53,7 +53,8 @@ use crate::rejection::LockRejection;
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
 /// Defaults: wait 10 s (the manager's), lease 30 s renewed by a watchdog (the manager's),
-/// key `<param>:<value>` (e.g. `orderId:42`) under the manager's prefix, busy → 409, missing
+/// key `<param>:<value>` (e.g. `orderId:42`; `%`, `{`, `}` in the value are
+/// percent-escaped) under the manager's prefix, busy → 409, missing
 /// key → 400, backend down → 503 (fail closed), lock lost → keep going.
 #[derive(Clone)]
 pub struct LockLayer {
@@ -208,8 +209,23 @@ impl LockLayer {
     }
 }
 
+/// `<prefix><value>`, with `%`, `{` and `}` of the request's value percent-escaped so that
+/// request input can never introduce a Redis Cluster hash tag (or collide with a name that
+/// has one).
 fn prefixed(prefix: String) -> Arc<NameFn> {
-    Arc::new(move |raw: &str| Ok(format!("{prefix}{raw}")))
+    Arc::new(move |raw: &str| {
+        let mut name = String::with_capacity(prefix.len() + raw.len());
+        name.push_str(&prefix);
+        for c in raw.chars() {
+            match c {
+                '%' => name.push_str("%25"),
+                '{' => name.push_str("%7B"),
+                '}' => name.push_str("%7D"),
+                c => name.push(c),
+            }
+        }
+        Ok(name)
+    })
 }
 
 impl<S> Layer<S> for LockLayer {

@@ -31,7 +31,11 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a server on a free loopback port and waits until it accepts connections.
     pub fn start() -> RedisServer {
-        let port = free_port();
+        Self::start_on(free_port())
+    }
+
+    /// Starts a server on `port`.
+    pub fn start_on(port: u16) -> RedisServer {
         let dir =
             std::env::temp_dir().join(format!("tower-lock-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
@@ -156,7 +160,7 @@ impl Drop for RedisServer {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -223,4 +227,20 @@ pub async fn numsub(client: &Client, channel: &str) -> i64 {
         .await
         .expect("PUBSUB NUMSUB");
     reply.get(1).and_then(|v| v.as_i64()).unwrap_or(-1)
+}
+
+/// The path of a built example (cargo test builds them next to the test binaries).
+pub fn example(name: &str) -> std::path::PathBuf {
+    // target/<profile>/deps/<test binary> → target/<profile>/examples/<name>
+    let mut path = std::env::current_exe().expect("test executable path");
+    path.pop();
+    path.pop();
+    path.push("examples");
+    path.push(name);
+    assert!(
+        path.exists(),
+        "{} was not built: run the tests with `cargo test`, which builds the examples",
+        path.display()
+    );
+    path
 }

@@ -65,28 +65,35 @@ impl RedisBackend {
 
     /// Connects with a fred [`Config`] (Sentinel, TLS, credentials…).
     pub async fn from_config(config: Config) -> Result<Self, BackendError> {
-        let mut builder = Builder::from_config(config);
-        builder
-            // Reconnect forever with backoff; commands fail fast meanwhile.
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
-            .with_connection_config(|c| {
-                c.connection_timeout = Duration::from_secs(5);
-                c.internal_command_timeout = Duration::from_secs(5);
-            })
-            .with_performance_config(|p| {
-                p.default_command_timeout = DEFAULT_COMMAND_TIMEOUT;
-                // Unlock messages of many names arrive on one connection.
-                p.broadcast_channel_capacity = 4096;
-            });
-        let build_error = |e| BackendError::with_source("cannot build the Redis client", e);
-        let client = builder.build().map_err(build_error)?;
-        let subscriber = builder.build_subscriber_client().map_err(build_error)?;
-        let connect_error = |e| BackendError::with_source("cannot connect to Redis", e);
+        let (client, subscriber) = build(config.clone())?;
+        let connect_error = |e| {
+            BackendError::with_source(
+                format!("cannot connect to Redis at {}", servers(&config)),
+                e,
+            )
+        };
         client.init().await.map_err(connect_error)?;
         if let Err(e) = subscriber.init().await {
             let _ = client.quit().await;
             return Err(connect_error(e));
         }
+        Ok(Self::from_clients(client, subscriber))
+    }
+
+    /// Like [`connect`](Self::connect), but does not wait for Redis: the connections are
+    /// made in the background (retried with backoff), and until Redis answers every
+    /// acquisition fails with [`LockError::Unavailable`](crate::LockError::Unavailable)
+    /// (the HTTP layer's 503). Fails only for an invalid URL. Call it inside a Tokio
+    /// runtime.
+    pub async fn connect_lazy(url: &str) -> Result<Self, BackendError> {
+        let mut config = Config::from_url(url)
+            .map_err(|e| BackendError::with_source(format!("invalid Redis URL `{url}`"), e))?;
+        // Keep retrying the first connection instead of giving up.
+        config.fail_fast = false;
+        let (client, subscriber) = build(config)?;
+        // The connection tasks run on their own; their handles are not needed.
+        drop(client.connect());
+        drop(subscriber.connect());
         Ok(Self::from_clients(client, subscriber))
     }
 
@@ -163,6 +170,38 @@ impl RedisBackend {
             result.map_err(|e| BackendError::with_source("Redis command failed", e))
         })
     }
+}
+
+/// The command client and the subscriber, with tower-lock's connection settings.
+fn build(config: Config) -> Result<(Client, SubscriberClient), BackendError> {
+    let mut builder = Builder::from_config(config);
+    builder
+        // Reconnect forever with backoff; commands fail fast meanwhile.
+        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+        .with_connection_config(|c| {
+            c.connection_timeout = Duration::from_secs(5);
+            c.internal_command_timeout = Duration::from_secs(5);
+        })
+        .with_performance_config(|p| {
+            p.default_command_timeout = DEFAULT_COMMAND_TIMEOUT;
+            // Unlock messages of many names arrive on one connection.
+            p.broadcast_channel_capacity = 4096;
+        });
+    let build_error = |e| BackendError::with_source("cannot build the Redis client", e);
+    let client = builder.build().map_err(build_error)?;
+    let subscriber = builder.build_subscriber_client().map_err(build_error)?;
+    Ok((client, subscriber))
+}
+
+/// `host:port` of the configured servers, for messages (never the credentials).
+fn servers(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .server
+        .hosts()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    hosts.join(", ")
 }
 
 impl Drop for Inner {

@@ -1,0 +1,157 @@
+//! Exclusion checker: runs tasks that take locks on a few names and checks, with a witness
+//! counter in Redis, that no two holders of a name are ever inside at once.
+//!
+//! ```text
+//! cargo run --example lock_checker -- <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix]
+//! cargo run --example lock_checker -- <redis-url> hold <name> <lease-ms>     # hold until killed
+//! ```
+//! Each holder INCRs `<prefix>witness:<name>` on entry (it must return 1) and DECRs it on
+//! exit; holds last 0–5 ms. Prints `acquisitions=… violations=… timeouts=… max_wait_ms=…`
+//! and exits 1 on any violation or error. The `hold` form prints `held` once it holds the
+//! lock and then sleeps (to be killed by a test).
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fred::prelude::*;
+use tower_lock::{LockError, LockManager};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [url, hold, name, lease] if hold == "hold" => {
+            let locks = manager(url, lease).await;
+            let _guard = locks
+                .lock(name)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+                .expect("acquire");
+            println!("held");
+            std::future::pending::<()>().await;
+            ExitCode::SUCCESS
+        }
+        [url, names, tasks, seconds, lease, rest @ ..] => {
+            let prefix = rest.first().cloned().unwrap_or_default();
+            check(
+                url,
+                names.parse().unwrap(),
+                tasks.parse().unwrap(),
+                seconds.parse().unwrap(),
+                lease,
+                &prefix,
+            )
+            .await
+        }
+        _ => {
+            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms>");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn manager(url: &str, lease_ms: &str) -> LockManager {
+    LockManager::builder()
+        .lease(Duration::from_millis(
+            lease_ms.parse().expect("lease in ms"),
+        ))
+        .redis(url)
+        .await
+        .expect("connect to Redis")
+}
+
+async fn check(
+    url: &str,
+    names: u64,
+    tasks: u64,
+    seconds: u64,
+    lease_ms: &str,
+    prefix: &str,
+) -> ExitCode {
+    let locks = manager(url, lease_ms).await;
+    let witness = Builder::from_config(Config::from_url(url).unwrap())
+        .build()
+        .unwrap();
+    witness.init().await.expect("connect to Redis");
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let (acquisitions, violations, timeouts, errors, max_wait_us) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let workers: Vec<_> = (0..tasks)
+        .map(|task| {
+            let (locks, witness, prefix) = (locks.clone(), witness.clone(), prefix.to_owned());
+            let (acquisitions, violations, timeouts, errors, max_wait_us) = (
+                acquisitions.clone(),
+                violations.clone(),
+                timeouts.clone(),
+                errors.clone(),
+                max_wait_us.clone(),
+            );
+            tokio::spawn(async move {
+                let mut state =
+                    (task + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(std::process::id());
+                while Instant::now() < end {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let name = format!("{prefix}checker:{}", state % names);
+                    let asked = Instant::now();
+                    match locks
+                        .lock(&name)
+                        .wait(Duration::from_secs(30))
+                        .acquire()
+                        .await
+                    {
+                        Ok(guard) => {
+                            max_wait_us
+                                .fetch_max(asked.elapsed().as_micros() as u64, Ordering::Relaxed);
+                            acquisitions.fetch_add(1, Ordering::Relaxed);
+                            let key = format!("{prefix}witness:{}", state % names);
+                            let inside: i64 = witness.incr(&key).await.expect("INCR");
+                            if inside != 1 {
+                                violations.fetch_add(1, Ordering::Relaxed);
+                            }
+                            tokio::time::sleep(Duration::from_micros((state >> 8) % 5_000)).await;
+                            let _: i64 = witness.decr(&key).await.expect("DECR");
+                            if guard.release().await.is_err() {
+                                errors.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        Err(LockError::TimedOut { .. }) => {
+                            timeouts.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(error) => {
+                            eprintln!("error: {error}");
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    let (v, e) = (
+        violations.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed),
+    );
+    println!(
+        "acquisitions={} violations={v} timeouts={} errors={e} max_wait_ms={}",
+        acquisitions.load(Ordering::Relaxed),
+        timeouts.load(Ordering::Relaxed),
+        max_wait_us.load(Ordering::Relaxed) / 1000
+    );
+    if v == 0 && e == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,382 @@
+//! Faults: Redis restarts, slow or paused Redis, Redis down at start, crashed processes.
+//! Every loop is bounded in count and time.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fred::prelude::*;
+use support::RedisServer;
+use tower_lock::backend::RedisBackend;
+use tower_lock::{LockError, LockManager, Released};
+
+/// Retries `f` every 50 ms, 200 times at most, until it returns `Some`.
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..200 {
+        if let Some(value) = f().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: not within 10 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_at_start_is_a_clear_error() {
+    let port = support::free_port();
+    let error = LockManager::redis(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("cannot connect to Redis at 127.0.0.1:{port}")),
+        "{message}"
+    );
+    let error = LockManager::redis("not a url").await.unwrap_err();
+    assert!(error.to_string().contains("invalid Redis URL"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lazy_start_is_unavailable_until_redis_comes_up() {
+    let port = support::free_port();
+    let locks = LockManager::builder()
+        .redis_lazy(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    match locks
+        .lock("lazy")
+        .wait(Duration::from_millis(200))
+        .acquire()
+        .await
+    {
+        Err(LockError::Unavailable(_)) => {}
+        other => panic!("expected Unavailable before Redis is up, got {other:?}"),
+    }
+    let _server = RedisServer::start_on(port);
+    let guard = eventually("acquire once Redis is up", || async {
+        locks
+            .lock("lazy")
+            .wait(Duration::from_millis(200))
+            .acquire()
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_while_waiting_and_holding() {
+    let mut server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let holder_side = LockManager::builder()
+        .lease(lease)
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let waiter_side = LockManager::builder()
+        .lease(lease)
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let holder = holder_side.lock("order:7").acquire().await.unwrap();
+    let waiters: Vec<_> = (0..10)
+        .map(|_| {
+            let locks = waiter_side.clone();
+            tokio::spawn(async move {
+                let guard = locks
+                    .lock("order:7")
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await?;
+                guard.release().await.map_err(LockError::Unavailable)?;
+                Ok::<_, LockError>(())
+            })
+        })
+        .collect();
+    while waiter_side.waiting("order:7") < 10 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Restart without persistence: the lock is gone.
+    server.stop();
+    server.resume();
+    tokio::time::timeout(Duration::from_secs(10), holder.lost())
+        .await
+        .expect("the holder learns that its lock is gone");
+    for waiter in waiters {
+        waiter
+            .await
+            .unwrap()
+            .expect("every waiter completes after the restart");
+    }
+    assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
+    assert_eq!(waiter_side.stats(), Default::default());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_redis_honours_the_wait_deadline() {
+    let server = RedisServer::start();
+    let locks = LockManager::redis(&server.url()).await.unwrap();
+    let admin = support::client(&server.url()).await;
+    let _: () = admin
+        .custom(fred::cmd!("CLIENT"), vec!["PAUSE", "3000", "ALL"])
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let result = locks
+        .lock("slow")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await;
+    let took = started.elapsed();
+    assert!(
+        matches!(result, Err(LockError::Unavailable(_))),
+        "{result:?}"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "waited {took:?} for a 300 ms wait: the pause, not the deadline, ended it"
+    );
+    let _: () = admin
+        .custom(fred::cmd!("CLIENT"), vec!["UNPAUSE"])
+        .await
+        .unwrap();
+    // Nothing was left behind by the abandoned attempt.
+    let guard = eventually("acquire after the pause", || async {
+        locks
+            .lock("slow")
+            .wait(Duration::from_secs(2))
+            .acquire()
+            .await
+            .ok()
+    })
+    .await;
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_that_time_out_are_retried_while_the_lease_runs() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let backend = RedisBackend::connect(&server.url())
+        .await
+        .unwrap()
+        .command_timeout(Duration::from_millis(100));
+    let lease = Duration::from_millis(1500);
+    let locks = LockManager::builder().lease(lease).backend(backend);
+    let guard = locks.lock("renewed").acquire().await.unwrap();
+    // Block writes for 700 ms: renewals due meanwhile time out (100 ms) and are retried;
+    // the lease (1.5 s from the last renewal) outlives the pause.
+    tokio::time::sleep(lease / 3).await;
+    let _: () = admin
+        .custom(fred::cmd!("CLIENT"), vec!["PAUSE", "700", "WRITE"])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700) + lease / 3).await;
+    assert!(
+        !guard.is_lost(),
+        "the lock was given up while its lease could still run"
+    );
+    let ttl: i64 = admin.pttl("renewed").await.unwrap();
+    assert!(
+        ttl > 0,
+        "the lease was renewed after the pause (pttl {ttl})"
+    );
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connection_mid_command_keeps_reentry_counts_exact() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let locks = LockManager::redis(&server.url()).await.unwrap();
+    let guard = locks.lock("exact").acquire().await.unwrap();
+    let owner = guard.owner().to_string();
+    let _: () = admin
+        .custom(fred::cmd!("CLIENT"), vec!["PAUSE", "500", "WRITE"])
+        .await
+        .unwrap();
+    let reentry = tokio::spawn(async move {
+        let result = guard.reenter().await;
+        (guard, result)
+    });
+    // Wait until the reentry is blocked in Redis by the pause, then cut its connection.
+    eventually("the reentry queued behind the pause", || async {
+        let clients: String = admin
+            .custom(fred::cmd!("CLIENT"), vec!["LIST", "TYPE", "normal"])
+            .await
+            .unwrap();
+        clients
+            .lines()
+            .any(|client| client.contains(" flags=b ") && client.contains(" cmd=evalsha "))
+            .then_some(())
+    })
+    .await;
+    let _: i64 = admin
+        .custom(
+            fred::cmd!("CLIENT"),
+            vec!["KILL", "TYPE", "normal", "SKIPME", "yes"],
+        )
+        .await
+        .unwrap();
+    let (guard, result) = reentry.await.unwrap();
+    let admin = support::client(&server.url()).await;
+    let count: Option<i64> = admin.hget("exact", &owner).await.unwrap();
+    let expected = 1 + i64::from(result.is_ok());
+    assert_eq!(
+        count,
+        Some(expected),
+        "reentry {result:?} left count {count:?}"
+    );
+    if let Ok(inner) = result {
+        assert_eq!(inner.release().await.unwrap(), Released::StillHeld);
+    }
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+}
+
+fn checker(args: &[&str]) -> Command {
+    let mut command = Command::new(support::example("lock_checker"));
+    command
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_never_share_a_lock_even_when_one_is_killed() {
+    let server = RedisServer::start();
+    let url = server.url();
+    // A fifth process takes one of the names and is killed while holding it: the others
+    // wait at most its lease (1 s) for that name.
+    let mut holder = checker(&[&url, "hold", "checker:0", "1000"])
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    let checkers: Vec<_> = (0..4)
+        .map(|_| checker(&[&url, "3", "8", "10", "1000"]).spawn().unwrap())
+        .collect();
+    holder.kill().unwrap(); // SIGKILL while it holds checker:0
+    let _ = holder.wait();
+    let mut total = 0u64;
+    for child in checkers {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "a checker failed: {stdout}");
+        let field = |name: &str| -> u64 {
+            stdout
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+        };
+        assert_eq!(field("violations"), 0, "{stdout}");
+        assert_eq!(field("timeouts"), 0, "{stdout}");
+        // wait (30 s) + lease (1 s) bounds every wait; with the crash it is the lease.
+        assert!(field("max_wait_ms") <= 31_000, "{stdout}");
+        total += field("acquisitions");
+    }
+    assert!(
+        total > 100,
+        "the checkers made progress ({total} acquisitions)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_return_to_zero_after_ten_thousand_names() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let locks = LockManager::redis(&server.url()).await.unwrap();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    // One acquisition first: the manager's renewal task starts with its first lock.
+    locks
+        .lock("warm-up")
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let tasks_before = metrics.num_alive_tasks();
+    let names: Vec<String> = (0..10_000).map(|i| format!("resource:{i}")).collect();
+    for batch in names.chunks(200) {
+        let rounds: Vec<_> = batch
+            .iter()
+            .cloned()
+            .map(|name| {
+                let locks = locks.clone();
+                tokio::spawn(async move {
+                    let holder = locks.lock(&name).acquire().await.unwrap();
+                    let waiter = {
+                        let (locks, name) = (locks.clone(), name.clone());
+                        tokio::spawn(async move {
+                            locks
+                                .lock(&name)
+                                .wait(Duration::from_secs(30))
+                                .acquire()
+                                .await
+                        })
+                    };
+                    while locks.waiting(&name) == 0 {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    holder.release().await.unwrap();
+                    let guard = waiter.await.unwrap().unwrap();
+                    guard.release().await.unwrap();
+                })
+            })
+            .collect();
+        for round in rounds {
+            round.await.unwrap();
+        }
+    }
+    assert_eq!(
+        locks.stats(),
+        Default::default(),
+        "waiters, claims or renewals left behind"
+    );
+    eventually("every unlock channel unsubscribed", || async {
+        let channels: Vec<String> = admin
+            .custom(
+                fred::cmd!("PUBSUB"),
+                vec!["CHANNELS", "redisson_lock__channel:*"],
+            )
+            .await
+            .unwrap();
+        channels.is_empty().then_some(())
+    })
+    .await;
+    let tasks_after = eventually("background tasks back to where they were", || async {
+        let alive = metrics.num_alive_tasks();
+        (alive <= tasks_before).then_some(alive)
+    })
+    .await;
+    assert!(tasks_after <= tasks_before);
+    let keys: i64 = admin
+        .custom(fred::cmd!("DBSIZE"), Vec::<String>::new())
+        .await
+        .unwrap();
+    let latches: Vec<String> = admin
+        .custom(fred::cmd!("KEYS"), vec!["redisson_unlock_latch:*"])
+        .await
+        .unwrap();
+    assert_eq!(
+        keys as usize,
+        latches.len(),
+        "only short-lived unlock latches remain"
+    );
+}
