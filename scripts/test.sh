@@ -17,3 +17,5 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 cargo test
+# The benchmark's shortened run: it must complete (figures are reported, not judged here).
+cargo bench --bench locks -- --quick

@@ -66,3 +66,8 @@ pub use manager::{LockManager, LockManagerBuilder, ManagerStats, DEFAULT_LEASE, 
 pub use rejection::LockRejection;
 pub use request::LockRequest;
 pub use wait::WaitQueues;
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -122,9 +122,13 @@ pub fn hold_stats(spans: &mut [Span], workers: usize) -> HoldStats {
     stats
 }
 
-/// Microseconds with one decimal, for tables.
+/// Microseconds with one decimal (nanoseconds under 1 µs), for tables.
 pub fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+    if d < Duration::from_micros(1) {
+        format!("{} ns", d.as_nanos())
+    } else {
+        format!("{:.1} µs", d.as_secs_f64() * 1e6)
+    }
 }
 
 pub fn ms(d: Duration) -> String {
