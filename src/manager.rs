@@ -106,7 +106,12 @@ impl LockManager {
     /// The key `name` maps to, or why it is not a valid name.
     pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
         let settings = &self.inner.settings;
-        LockKey::new(&settings.key_prefix, name, settings.max_name_len)
+        let key = LockKey::new(&settings.key_prefix, name, settings.max_name_len)?;
+        self.inner
+            .backend
+            .check_key(&key)
+            .map_err(|reason| LockError::InvalidName { reason })?;
+        Ok(key)
     }
 
     /// This manager's random id, the first part of every owner id it hands out.

@@ -13,6 +13,8 @@ use tower_lock::{LockError, LockManager, LockManagerBuilder, Released};
 enum Kind {
     Memory,
     Redis,
+    /// A local 3-master Redis Cluster.
+    Cluster,
 }
 
 /// A manager on the backend under test, plus a way to reach the backend behind its back.
@@ -41,8 +43,11 @@ impl Ctx {
                     redis: None,
                 }
             }
-            Kind::Redis => {
-                let url = support::shared_redis_url();
+            Kind::Redis | Kind::Cluster => {
+                let url = match kind {
+                    Kind::Cluster => support::cluster::shared_cluster_url(),
+                    _ => support::shared_redis_url(),
+                };
                 Ctx {
                     manager: builder
                         .redis(&url)
@@ -379,6 +384,7 @@ async fn names_are_validated_and_any_bytes_work(kind: Kind) {
     for odd in [
         "{braces}",
         "a}b{c",
+        "x{}y",
         "new\nline",
         "'; return 1 --",
         "ünï©ødé",
@@ -386,6 +392,16 @@ async fn names_are_validated_and_any_bytes_work(kind: Kind) {
         "%s%n",
     ] {
         let name = format!("{}{odd}", support::unique("odd"));
+        if matches!(kind, Kind::Cluster) && (odd == "a}b{c" || odd == "x{}y") {
+            // Braces that form no hash tag would split the lock's keys across slots.
+            match ctx.manager.lock(&name).acquire().await {
+                Err(LockError::InvalidName { reason }) => {
+                    assert!(reason.contains("hash tag"), "{reason}")
+                }
+                other => panic!("{odd}: expected InvalidName on a cluster, got {other:?}"),
+            }
+            continue;
+        }
         let guard = ctx.manager.lock(&name).acquire().await.unwrap();
         assert!(ctx.manager.lock(&name).try_acquire().await.is_err());
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
@@ -450,6 +466,14 @@ macro_rules! behaviour_suite {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
                     super::$test(super::Kind::Redis).await
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Kind::Cluster).await
                 }
             )*
         }

@@ -16,7 +16,7 @@ pub mod memory;
 pub mod redis;
 
 pub use memory::MemoryBackend;
-pub use redis::RedisBackend;
+pub use redis::{MissingAck, RedisBackend, ReplicaAck};
 
 /// A boxed, sendable future that owns its data (it may outlive its caller: an operation whose
 /// caller went away is finished and cleaned up in the background).
@@ -88,6 +88,12 @@ pub trait Backend: Send + Sync + 'static {
     /// [`WaitQueues::resync`]. Releases made through this manager are announced to local
     /// waiters by the manager itself.
     fn attach(&self, queues: WaitQueues);
+
+    /// Rejects a key this backend cannot lock safely (`Err` says why). Redis Cluster
+    /// rejects keys whose braces would put the lock and its channel in different slots.
+    fn check_key(&self, _key: &LockKey) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Whether unlocks from other processes arrive only after a subscription is confirmed
     /// (see [`WaitQueues::subscribed`]). A single-process backend returns `false`: its

@@ -4,6 +4,7 @@
 //! restart Redis always start their own server.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod http;
 pub mod redisson;
 
@@ -25,6 +26,8 @@ or set REDIS_URL to an existing server";
 pub struct RedisServer {
     port: u16,
     dir: std::path::PathBuf,
+    /// Extra `redis-server` arguments (cluster mode, replication…).
+    extra: Vec<String>,
     process: Option<(Child, ChildStdin)>,
 }
 
@@ -36,12 +39,18 @@ impl RedisServer {
 
     /// Starts a server on `port`.
     pub fn start_on(port: u16) -> RedisServer {
+        Self::start_with(port, &[])
+    }
+
+    /// Starts a server on `port` with extra `redis-server` arguments.
+    pub fn start_with(port: u16, extra: &[&str]) -> RedisServer {
         let dir =
             std::env::temp_dir().join(format!("tower-lock-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
         let mut server = RedisServer {
             port,
             dir,
+            extra: extra.iter().map(|a| format!("'{a}'")).collect(),
             process: None,
         };
         server.resume();
@@ -77,10 +86,11 @@ impl RedisServer {
     pub fn resume(&mut self) {
         assert!(self.process.is_none(), "the server is running");
         let script = format!(
-            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --dir '{dir}' & \
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --dir '{dir}' {extra} & \
              pid=$!; read _; kill -9 $pid",
             port = self.port,
-            dir = self.dir.display()
+            dir = self.dir.display(),
+            extra = self.extra.join(" ")
         );
         if Command::new("redis-server")
             .arg("--version")
@@ -220,12 +230,25 @@ pub fn stdout_flush() {
     let _ = std::io::stdout().flush();
 }
 
-/// `PUBSUB NUMSUB <channel>`: how many connections subscribe to `channel`.
+/// How many connections subscribe to `channel`: `PUBSUB NUMSUB`, or on a cluster
+/// `PUBSUB SHARDNUMSUB` at the node of the channel's slot (tower-lock uses sharded pub/sub
+/// there).
 pub async fn numsub(client: &Client, channel: &str) -> i64 {
-    let reply: Vec<Value> = client
-        .custom(fred::cmd!("PUBSUB"), vec!["NUMSUB", channel])
-        .await
-        .expect("PUBSUB NUMSUB");
+    let reply: Vec<Value> = if client.is_clustered() {
+        let slot = fred::util::redis_keyslot(channel.as_bytes());
+        client
+            .custom(
+                fred::cmd!("PUBSUB", hash: fred::types::ClusterHash::Custom(slot)),
+                vec!["SHARDNUMSUB", channel],
+            )
+            .await
+            .expect("PUBSUB SHARDNUMSUB")
+    } else {
+        client
+            .custom(fred::cmd!("PUBSUB"), vec!["NUMSUB", channel])
+            .await
+            .expect("PUBSUB NUMSUB")
+    };
     reply.get(1).and_then(|v| v.as_i64()).unwrap_or(-1)
 }
 

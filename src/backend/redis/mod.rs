@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::prelude::*;
+use fred::types::config::ReconnectError;
 use fred::types::scripts::Script;
+use fred::types::ClusterHash;
 use tokio::task::JoinHandle;
 
 use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs};
@@ -38,6 +40,12 @@ struct Inner {
     client: Client,
     subscriber: SubscriberClient,
     options: Options,
+    /// Sharded pub/sub (Redis Cluster on Redis 7+): SSUBSCRIBE / SPUBLISH per slot.
+    sharded: bool,
+    /// WAIT for replicas after each acquisition.
+    replica_ack: Option<ReplicaAck>,
+    /// Acquisitions kept although too few replicas acknowledged them.
+    unacknowledged: std::sync::atomic::AtomicU64,
     acquire: Script,
     release: Script,
     renew: Script,
@@ -98,10 +106,15 @@ impl RedisBackend {
     }
 
     /// Uses clients the caller built and connected. `subscriber` must be dedicated to this
-    /// backend (it subscribes and unsubscribes lock channels).
+    /// backend (it subscribes and unsubscribes lock channels). On Redis Cluster with Redis 7
+    /// or later (or a version not yet known), waiting uses sharded pub/sub.
     pub fn from_clients(client: Client, subscriber: SubscriberClient) -> Self {
+        let sharded = client.is_clustered() && client.server_version().is_none_or(|v| v.major >= 7);
         RedisBackend {
             inner: Arc::new(Inner {
+                sharded,
+                replica_ack: None,
+                unacknowledged: Default::default(),
                 client,
                 subscriber,
                 options: Options {
@@ -124,6 +137,30 @@ impl RedisBackend {
             inner.options.timeout = Some(timeout);
         }
         self
+    }
+
+    /// After each acquisition, WAIT until `ack.replicas` replicas have it (Redisson's
+    /// `checkLockSyncedSlaves`), so that a failover is less likely to lose it. Costs one
+    /// round trip plus the replication delay per acquisition. Only effective before the
+    /// backend is shared with a manager.
+    pub fn replica_ack(mut self, ack: ReplicaAck) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.replica_ack = Some(ack);
+        }
+        self
+    }
+
+    /// How many acquisitions were kept without enough replica acknowledgements
+    /// ([`MissingAck::Proceed`]).
+    pub fn unacknowledged_acquisitions(&self) -> u64 {
+        self.inner
+            .unacknowledged
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether waiting uses sharded pub/sub (SSUBSCRIBE / SPUBLISH).
+    pub fn is_sharded(&self) -> bool {
+        self.inner.sharded
     }
 
     /// The command client (for your own commands on the same connection).
@@ -157,8 +194,14 @@ impl RedisBackend {
                         "Redis lost the lock scripts (restart or SCRIPT FLUSH); reloading"
                     );
                     let lua = script.lua().cloned().unwrap_or_default();
-                    match client.script_load::<String, _>(lua).await {
-                        Ok(_) => {
+                    // On a cluster, load it on every primary (the key's node may change).
+                    let loaded = if inner.client.is_clustered() {
+                        inner.client.script_load_cluster::<(), _>(lua).await
+                    } else {
+                        client.script_load::<(), _>(lua).await
+                    };
+                    match loaded {
+                        Ok(()) => {
                             let (keys, values) = args();
                             client.evalsha(script.sha1().clone(), keys, values).await
                         }
@@ -181,6 +224,14 @@ fn build(config: Config) -> Result<(Client, SubscriberClient), BackendError> {
         .with_connection_config(|c| {
             c.connection_timeout = Duration::from_secs(5);
             c.internal_command_timeout = Duration::from_secs(5);
+            // A master demoted by a failover answers READONLY without closing the
+            // connection: reconnect (and so find the new master).
+            c.reconnect_errors = vec![
+                ReconnectError::ReadOnly,
+                ReconnectError::MasterDown,
+                ReconnectError::ClusterDown,
+                ReconnectError::Loading,
+            ];
         })
         .with_performance_config(|p| {
             p.default_command_timeout = DEFAULT_COMMAND_TIMEOUT;
@@ -228,8 +279,105 @@ fn millis(d: Duration) -> Value {
     Value::Integer(d.as_millis().clamp(1, i64::MAX as u128) as i64)
 }
 
+/// How many replicas must acknowledge an acquisition; see [`RedisBackend::replica_ack`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaAck {
+    /// Replicas that must have the lock.
+    pub replicas: u32,
+    /// How long WAIT may take.
+    pub timeout: Duration,
+    /// What to do when fewer replicas acknowledge in time.
+    pub on_missing: MissingAck,
+}
+
+/// What an acquisition does when too few replicas acknowledged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingAck {
+    /// Release the lock and fail the acquisition (`Unavailable`, HTTP 503): never hold a
+    /// lock that a failover could lose.
+    Release,
+    /// Keep the lock, trace a warning and count it
+    /// ([`RedisBackend::unacknowledged_acquisitions`]): availability first.
+    Proceed,
+}
+
+impl RedisBackend {
+    /// WAITs for replicas after an acquisition and applies the policy.
+    async fn await_replicas(
+        &self,
+        ack: ReplicaAck,
+        key: LockKey,
+        owner: OwnerId,
+        lease: Duration,
+    ) -> Result<Attempt, BackendError> {
+        // WAIT counts the writes of this connection: send it to the node that took the lock.
+        let options = Options {
+            cluster_hash: Some(ClusterHash::Custom(fred::util::redis_keyslot(
+                key.as_str().as_bytes(),
+            ))),
+            timeout: Some(
+                ack.timeout
+                    + self
+                        .inner
+                        .options
+                        .timeout
+                        .unwrap_or(DEFAULT_COMMAND_TIMEOUT),
+            ),
+            fail_fast: true,
+            ..Default::default()
+        };
+        let timeout_ms = ack.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
+        let acked: Result<i64, _> = self
+            .inner
+            .client
+            .with_options(&options)
+            .wait(i64::from(ack.replicas), timeout_ms)
+            .await;
+        let acked = acked.unwrap_or_else(|error| {
+            tracing::warn!(%key, %error, "tower-lock: WAIT for replicas failed");
+            0
+        });
+        if acked >= i64::from(ack.replicas) {
+            return Ok(Attempt::Acquired);
+        }
+        let message = format!(
+            "`{key}` was acquired but only {acked} of {} replicas acknowledged it within {:?}",
+            ack.replicas, ack.timeout
+        );
+        match ack.on_missing {
+            MissingAck::Proceed => {
+                self.inner
+                    .unacknowledged
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!("tower-lock: {message}; keeping it");
+                Ok(Attempt::Acquired)
+            }
+            MissingAck::Release => {
+                let request_id = format!("{owner}:unacknowledged");
+                let released = self
+                    .release(ReleaseArgs {
+                        key: key.clone(),
+                        owner,
+                        lease,
+                        request_id,
+                    })
+                    .await;
+                tracing::warn!(?released, "tower-lock: {message}; released it");
+                Err(BackendError::new(format!("{message}; released it")))
+            }
+        }
+    }
+}
+
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
+        let (backend, key, owner, lease) = (
+            self.clone(),
+            args.key.clone(),
+            args.owner.clone(),
+            args.lease,
+        );
         let reply = self.eval::<Option<i64>, _>(
             |i| &i.acquire,
             move || {
@@ -245,7 +393,10 @@ impl Backend for RedisBackend {
         );
         Box::pin(async move {
             Ok(match reply.await? {
-                None => Attempt::Acquired,
+                None => match ack {
+                    Some(ack) => backend.await_replicas(ack, key, owner, lease).await?,
+                    None => Attempt::Acquired,
+                },
                 Some(-3) => Attempt::Lost,
                 Some(pttl) if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
                 Some(_) => Attempt::Busy(None),
@@ -254,6 +405,11 @@ impl Backend for RedisBackend {
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+        let publish = if self.inner.sharded {
+            "spublish"
+        } else {
+            "publish"
+        };
         let reply = self.eval::<Option<i64>, _>(
             |i| &i.release,
             move || {
@@ -267,7 +423,7 @@ impl Backend for RedisBackend {
                         scripts::UNLOCK_MESSAGE.into(),
                         millis(args.lease),
                         args.owner.as_str().into(),
-                        "publish".into(),
+                        publish.into(),
                         millis(UNLOCK_LATCH_TTL),
                     ],
                 )
@@ -301,12 +457,33 @@ impl Backend for RedisBackend {
     }
 
     fn attach(&self, queues: WaitQueues) {
-        let tasks = subscriptions::spawn(self.inner.subscriber.clone(), queues);
+        let tasks = subscriptions::spawn(
+            self.inner.client.clone(),
+            self.inner.subscriber.clone(),
+            self.inner.sharded,
+            queues,
+        );
         self.inner
             .tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .extend(tasks);
+    }
+
+    fn check_key(&self, key: &LockKey) -> Result<(), String> {
+        if !self.inner.client.is_clustered() {
+            return Ok(());
+        }
+        let slot = fred::util::redis_keyslot(key.as_str().as_bytes());
+        let same = |derived: String| fred::util::redis_keyslot(derived.as_bytes()) == slot;
+        if same(key.channel()) && same(key.unlock_latch("r")) {
+            Ok(())
+        } else {
+            Err(format!(
+                "on Redis Cluster the braces in `{key}` must form a hash tag such as `{{order:42}}`; \
+                 as they are, the lock and its unlock channel would land in different slots"
+            ))
+        }
     }
 
     fn kind(&self) -> &'static str {

@@ -1,11 +1,12 @@
 //! Keeps the subscriber connection's channels in step with the names that have local
-//! waiters, and turns unlock messages and reconnects into wake-ups.
+//! waiters, and turns unlock messages, reconnects and cluster changes into wake-ups.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::prelude::*;
+use fred::util::redis_keyslot;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
@@ -13,8 +14,74 @@ use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::key::LockKey;
 use crate::wait::WaitQueues;
 
-/// Starts the three tasks of one manager's subscriber connection.
-pub(super) fn spawn(subscriber: SubscriberClient, queues: WaitQueues) -> Vec<JoinHandle<()>> {
+/// The subscriber connection, classic or sharded.
+#[derive(Clone)]
+struct Channels {
+    subscriber: SubscriberClient,
+    sharded: bool,
+}
+
+impl Channels {
+    /// Sharded commands must not mix slots: one command per slot.
+    fn by_slot(&self, channels: Vec<String>) -> Vec<Vec<String>> {
+        if !self.sharded {
+            return vec![channels];
+        }
+        let mut groups: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+        for channel in channels {
+            groups
+                .entry(redis_keyslot(channel.as_bytes()))
+                .or_default()
+                .push(channel);
+        }
+        groups.into_values().collect()
+    }
+
+    async fn subscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+        for group in self.by_slot(channels) {
+            if self.sharded {
+                self.subscriber.ssubscribe(group).await?;
+            } else {
+                self.subscriber.subscribe(group).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+        for group in self.by_slot(channels) {
+            if self.sharded {
+                self.subscriber.sunsubscribe(group).await?;
+            } else {
+                self.subscriber.unsubscribe(group).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Subscribes again to every channel the client tracks (after a reconnect, a
+    /// failover or a slot move).
+    async fn resubscribe(&self) -> Result<(), Error> {
+        let tracked = if self.sharded {
+            self.subscriber.tracked_shard_channels()
+        } else {
+            self.subscriber.tracked_channels()
+        };
+        let channels: Vec<String> = tracked.into_iter().map(|c| c.to_string()).collect();
+        if channels.is_empty() {
+            return Ok(());
+        }
+        self.subscribe(channels).await
+    }
+}
+
+/// Starts the tasks of one manager's subscriber connection.
+pub(super) fn spawn(
+    client: Client,
+    subscriber: SubscriberClient,
+    sharded: bool,
+    queues: WaitQueues,
+) -> Vec<JoinHandle<()>> {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::error!(
             "tower-lock: the Redis lock manager was built outside a Tokio runtime; waiters \
@@ -22,17 +89,28 @@ pub(super) fn spawn(subscriber: SubscriberClient, queues: WaitQueues) -> Vec<Joi
         );
         return Vec::new();
     };
-    vec![
-        runtime.spawn(follow_waiters(subscriber.clone(), queues.clone())),
-        runtime.spawn(deliver_messages(subscriber.clone(), queues.clone())),
-        runtime.spawn(resubscribe_on_reconnect(subscriber, queues)),
-    ]
+    let channels = Channels {
+        subscriber,
+        sharded,
+    };
+    let mut tasks = vec![
+        runtime.spawn(follow_waiters(channels.clone(), queues.clone())),
+        runtime.spawn(deliver_messages(
+            channels.subscriber.clone(),
+            queues.clone(),
+        )),
+        runtime.spawn(resubscribe_on_reconnect(channels.clone(), queues.clone())),
+    ];
+    if client.is_clustered() {
+        tasks.push(runtime.spawn(follow_cluster_changes(client, channels, queues)));
+    }
+    tasks
 }
 
 /// Subscribes a name's channel when its first local waiter appears and unsubscribes it when
-/// the last one leaves. Changes are batched: one SUBSCRIBE / UNSUBSCRIBE for all names that
-/// changed meanwhile, sent in order from this one task.
-async fn follow_waiters(subscriber: SubscriberClient, queues: WaitQueues) {
+/// the last one leaves. Changes are batched: one SUBSCRIBE / UNSUBSCRIBE (per slot when
+/// sharded) for all names that changed meanwhile, sent in order from this one task.
+async fn follow_waiters(channels: Channels, queues: WaitQueues) {
     let mut subscribed: HashSet<LockKey> = HashSet::new();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
@@ -52,8 +130,10 @@ async fn follow_waiters(subscriber: SubscriberClient, queues: WaitQueues) {
             }
         }
         if !add.is_empty() {
-            let channels: Vec<String> = add.iter().map(LockKey::channel).collect();
-            match subscriber.subscribe(channels).await {
+            match channels
+                .subscribe(add.iter().map(LockKey::channel).collect())
+                .await
+            {
                 Ok(()) => {
                     queues.subscribed(&add);
                     subscribed.extend(add);
@@ -65,8 +145,10 @@ async fn follow_waiters(subscriber: SubscriberClient, queues: WaitQueues) {
             }
         }
         if !remove.is_empty() {
-            let channels: Vec<String> = remove.iter().map(LockKey::channel).collect();
-            match subscriber.unsubscribe(channels).await {
+            match channels
+                .unsubscribe(remove.iter().map(LockKey::channel).collect())
+                .await
+            {
                 Ok(()) => {
                     for key in &remove {
                         subscribed.remove(key);
@@ -122,34 +204,48 @@ async fn deliver_messages(subscriber: SubscriberClient, queues: WaitQueues) {
     }
 }
 
-/// After a reconnect the subscriptions are gone and messages may have been missed:
-/// subscribe again, then let every waiting head retry.
-async fn resubscribe_on_reconnect(subscriber: SubscriberClient, queues: WaitQueues) {
-    let mut reconnects = subscriber.reconnect_rx();
+/// Subscribes again, retrying with backoff, then lets every waiting head retry (messages
+/// may have been missed meanwhile).
+async fn resubscribe_and_resync(channels: &Channels, queues: &WaitQueues) {
+    let mut delay = Duration::from_millis(50);
+    while let Err(e) = channels.resubscribe().await {
+        tracing::warn!(error = %e, "tower-lock: cannot resubscribe to unlock channels; retrying");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+    queues.resync();
+}
+
+/// After a reconnect the subscriptions are gone and messages may have been missed.
+async fn resubscribe_on_reconnect(channels: Channels, queues: WaitQueues) {
+    let mut reconnects = channels.subscriber.reconnect_rx();
     loop {
         match reconnects.recv().await {
-            Ok(_) | Err(RecvError::Lagged(_)) => {
-                let mut delay = Duration::from_millis(50);
-                while let Err(e) = resubscribe(&subscriber).await {
-                    tracing::warn!(error = %e, "tower-lock: cannot resubscribe after a reconnect; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(2));
-                }
-                queues.resync();
-            }
+            Ok(_) | Err(RecvError::Lagged(_)) => resubscribe_and_resync(&channels, &queues).await,
             Err(RecvError::Closed) => return,
         }
     }
 }
 
-async fn resubscribe(subscriber: &SubscriberClient) -> Result<(), Error> {
-    let channels: Vec<String> = subscriber
-        .tracked_channels()
-        .into_iter()
-        .map(|c| c.to_string())
-        .collect();
-    if channels.is_empty() {
-        return Ok(());
+/// A failover or a slot move drops sharded subscriptions of the moved slots without a
+/// reconnect (the server unsubscribes them). When either connection sees the cluster
+/// change, refresh the subscriber's routing and subscribe again.
+async fn follow_cluster_changes(client: Client, channels: Channels, queues: WaitQueues) {
+    let mut commands = client.cluster_change_rx();
+    let mut subscriptions = channels.subscriber.cluster_change_rx();
+    loop {
+        let changed = tokio::select! {
+            change = commands.recv() => change.map(|_| ()),
+            change = subscriptions.recv() => change.map(|_| ()),
+        };
+        match changed {
+            Ok(()) | Err(RecvError::Lagged(_)) => {
+                if let Err(e) = channels.subscriber.sync_cluster().await {
+                    tracing::warn!(error = %e, "tower-lock: cannot refresh the cluster routing of the subscriber");
+                }
+                resubscribe_and_resync(&channels, &queues).await;
+            }
+            Err(RecvError::Closed) => return,
+        }
     }
-    subscriber.subscribe(channels).await
 }
