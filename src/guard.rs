@@ -16,6 +16,14 @@ use crate::settle::Settle;
 use crate::wait::Claim;
 use crate::watchdog::RenewGate;
 
+/// Pauses before re-sending a failed release (about 1.5 s in all).
+const RELEASE_RETRIES: [Duration; 4] = [
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+];
+
 /// One owner's hold on a lock, shared by the guards of its reentrant acquisitions.
 pub(crate) struct Hold {
     pub(crate) manager: Arc<ManagerInner>,
@@ -61,8 +69,19 @@ impl Hold {
                 lease: self.lease,
                 request_id: self.manager.ids.next_request(),
             };
-            let sent = Instant::now();
-            let result = self.manager.backend.release(args).await;
+            // A release is safe to re-send (the unlock latch returns the first outcome):
+            // ride out a short failure (a failover, a reconnect) before giving the lock up
+            // to its lease.
+            let mut sent = Instant::now();
+            let mut result = self.manager.backend.release(args.clone()).await;
+            for delay in RELEASE_RETRIES {
+                if result.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(delay).await;
+                sent = Instant::now();
+                result = self.manager.backend.release(args.clone()).await;
+            }
             *count = count.saturating_sub(1);
             if *count == 0 {
                 let claim = self.claim.lock().unwrap_or_else(|e| e.into_inner()).take();

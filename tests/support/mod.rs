@@ -28,6 +28,8 @@ pub struct RedisServer {
     dir: std::path::PathBuf,
     /// Extra `redis-server` arguments (cluster mode, replication…).
     extra: Vec<String>,
+    /// Runs as a Sentinel watching the master on this port.
+    sentinel_of: Option<u16>,
     process: Option<(Child, ChildStdin)>,
 }
 
@@ -51,6 +53,25 @@ impl RedisServer {
             port,
             dir,
             extra: extra.iter().map(|a| format!("'{a}'")).collect(),
+            sentinel_of: None,
+            process: None,
+        };
+        server.resume();
+        server
+    }
+
+    /// Starts a Sentinel on a free port watching the master at `master_port` as
+    /// `mymaster` (quorum 1, down after 1 s).
+    pub fn start_sentinel(master_port: u16) -> RedisServer {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("tower-lock-sentinel-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create a directory for the sentinel");
+        let mut server = RedisServer {
+            port,
+            dir,
+            extra: Vec::new(),
+            sentinel_of: Some(master_port),
             process: None,
         };
         server.resume();
@@ -85,13 +106,31 @@ impl RedisServer {
     /// Starts the server again on the same port (empty: nothing was persisted).
     pub fn resume(&mut self) {
         assert!(self.process.is_none(), "the server is running");
-        let script = format!(
-            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --dir '{dir}' {extra} & \
-             pid=$!; read _; kill -9 $pid",
-            port = self.port,
-            dir = self.dir.display(),
-            extra = self.extra.join(" ")
-        );
+        let (script, ready_line) = match self.sentinel_of {
+            Some(master) => {
+                let conf = self.dir.join("sentinel.conf");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                         sentinel monitor mymaster 127.0.0.1 {master} 1\n\
+                         sentinel down-after-milliseconds mymaster 1000\n\
+                         sentinel failover-timeout mymaster 5000\n",
+                        port = self.port,
+                        dir = self.dir.display()
+                    ),
+                )
+                .expect("write sentinel.conf");
+                (
+                    format!(
+                        "redis-server '{}' --sentinel & pid=$!; read _; kill -9 $pid",
+                        conf.display()
+                    ),
+                    "+monitor master",
+                )
+            }
+            None => (self.server_script(), "Ready to accept connections"),
+        };
         if Command::new("redis-server")
             .arg("--version")
             .output()
@@ -116,7 +155,7 @@ impl RedisServer {
         loop {
             match lines.next() {
                 Some(Ok(line)) => {
-                    let ready = line.contains("Ready to accept connections");
+                    let ready = line.contains(ready_line);
                     seen.push(line);
                     if ready {
                         break;
@@ -134,6 +173,17 @@ impl RedisServer {
         self.process = Some((child, stdin));
     }
 
+    fn server_script(&self) -> String {
+        let script = format!(
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --dir '{dir}' {extra} & \
+             pid=$!; read _; kill -9 $pid",
+            port = self.port,
+            dir = self.dir.display(),
+            extra = self.extra.join(" ")
+        );
+        script
+    }
+
     /// Suspends the server process (SIGSTOP) until [`unpause`](Self::unpause).
     pub fn pause(&self) {
         self.signal("STOP");
@@ -147,7 +197,8 @@ impl RedisServer {
         let status = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "pkill -{signal} -f 'redis-server 127.0.0.1:{}'",
+                // The bracket keeps pkill from matching this very shell command.
+                "pkill -{signal} -f '[r]edis-server 127.0.0.1:{}'",
                 self.port
             ))
             .status()

@@ -228,24 +228,69 @@ async fn resubscribe_on_reconnect(channels: Channels, queues: WaitQueues) {
 }
 
 /// A failover or a slot move drops sharded subscriptions of the moved slots without a
-/// reconnect (the server unsubscribes them). When either connection sees the cluster
-/// change, refresh the subscriber's routing and subscribe again.
+/// reconnect (the server unsubscribes them, and fred does not report it). When the command
+/// connection is redirected (its cluster state changes), or when the once-a-second check
+/// made while this process has waiters finds a subscribed slot served by another primary
+/// than the subscriber's, refresh the subscriber's routing and subscribe again.
 async fn follow_cluster_changes(client: Client, channels: Channels, queues: WaitQueues) {
-    let mut commands = client.cluster_change_rx();
-    let mut subscriptions = channels.subscriber.cluster_change_rx();
+    let mut redirected = client.cluster_change_rx();
+    let mut check = tokio::time::interval(Duration::from_secs(1));
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let changed = tokio::select! {
-            change = commands.recv() => change.map(|_| ()),
-            change = subscriptions.recv() => change.map(|_| ()),
+            change = redirected.recv() => match change {
+                Ok(_) | Err(RecvError::Lagged(_)) => true,
+                Err(RecvError::Closed) => return,
+            },
+            _ = check.tick() => channels.sharded && queues.len() > 0 && subscriptions_moved(&client, &channels).await,
         };
-        match changed {
-            Ok(()) | Err(RecvError::Lagged(_)) => {
-                if let Err(e) = channels.subscriber.sync_cluster().await {
-                    tracing::warn!(error = %e, "tower-lock: cannot refresh the cluster routing of the subscriber");
-                }
-                resubscribe_and_resync(&channels, &queues).await;
+        if changed {
+            if let Err(e) = channels.subscriber.sync_cluster().await {
+                tracing::warn!(error = %e, "tower-lock: cannot refresh the cluster routing of the subscriber");
             }
-            Err(RecvError::Closed) => return,
+            resubscribe_and_resync(&channels, &queues).await;
         }
     }
+}
+
+/// Whether a subscribed channel's slot is now served by another primary than the one the
+/// subscriber's routing table names (`CLUSTER SLOTS` asked through the command client).
+async fn subscriptions_moved(client: &Client, channels: &Channels) -> bool {
+    let tracked = channels.subscriber.tracked_shard_channels();
+    if tracked.is_empty() {
+        return false;
+    }
+    let Some(routing) = channels.subscriber.cached_cluster_state() else {
+        return true;
+    };
+    let Ok(reply) = client
+        .custom::<Value, _>(fred::cmd!("CLUSTER"), vec!["SLOTS"])
+        .await
+    else {
+        return false;
+    };
+    let ranges: Vec<(u16, u16, String)> = reply
+        .into_array()
+        .into_iter()
+        .filter_map(|range| {
+            let range = range.into_array();
+            let start = u16::try_from(range.first()?.as_i64()?).ok()?;
+            let end = u16::try_from(range.get(1)?.as_i64()?).ok()?;
+            let primary = range.get(2)?.clone().into_array();
+            let host = primary.first()?.as_string()?;
+            let port = primary.get(1)?.as_i64()?;
+            Some((start, end, format!("{host}:{port}")))
+        })
+        .collect();
+    tracked.iter().any(|channel| {
+        let slot = redis_keyslot(channel.as_bytes());
+        let serving = ranges
+            .iter()
+            .find(|(start, end, _)| *start <= slot && slot <= *end)
+            .map(|(_, _, primary)| primary.as_str());
+        let ours = routing
+            .get_server(slot)
+            .map(|s| format!("{}:{}", s.host, s.port));
+        serving != ours.as_deref()
+    })
 }

@@ -1,0 +1,253 @@
+//! Redis Cluster failover, Sentinel failover and replica acknowledgement, on local
+//! redis-server processes.
+
+mod support;
+
+use std::time::Duration;
+
+use fred::prelude::*;
+use support::cluster::RedisCluster;
+use support::RedisServer;
+use tower_lock::backend::{MissingAck, RedisBackend, ReplicaAck};
+use tower_lock::{LockError, LockManager, Released};
+
+/// Retries `f` every 50 ms, 400 times at most, until it returns `Some`.
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..400 {
+        if let Some(value) = f().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: not within 20 s");
+}
+
+fn role(port: u16) -> String {
+    let info = RedisCluster::cli(port, &["info", "replication"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("role:"))
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover_while_tasks_wait() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1))
+        .await
+        .unwrap();
+    let holder_side = LockManager::redis(&cluster.url()).await.unwrap();
+    let waiter_side = LockManager::redis(&cluster.url()).await.unwrap();
+    let name = "order:{failover}";
+    let slot = fred::util::redis_keyslot(name.as_bytes());
+    let (master, replica) = cluster.owners(slot);
+    let replica = replica.expect("every master has a replica");
+
+    let holder = holder_side.lock(name).acquire().await.unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let locks = waiter_side.clone();
+            tokio::spawn(async move {
+                // The default lease is 30 s: a waiter that missed the wake-up would time out.
+                let guard = locks
+                    .lock(name)
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await?;
+                guard.release().await.map_err(LockError::Unavailable)?;
+                Ok::<_, LockError>(())
+            })
+        })
+        .collect();
+    let waiting = support::client(&cluster.url()).await;
+    let channel = holder.key().channel();
+    eventually("waiters subscribed", || async {
+        (waiter_side.waiting(name) == 5 && support::numsub(&waiting, &channel).await >= 1)
+            .then_some(())
+    })
+    .await;
+
+    // Promote the replica of the lock's slot.
+    let answer = RedisCluster::cli(replica, &["cluster", "failover"]);
+    assert!(answer.contains("OK"), "CLUSTER FAILOVER: {answer}");
+    eventually("the replica takes over", || async {
+        (role(replica) == "master" && role(master) == "slave").then_some(())
+    })
+    .await;
+
+    // The lock survived the failover (it was replicated); its release wakes the waiters.
+    assert!(!holder.is_lost());
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    for waiter in waiters {
+        waiter
+            .await
+            .unwrap()
+            .expect("every waiter resumes after the failover");
+    }
+    // New acquisitions work on the new master.
+    let guard = holder_side.lock(name).try_acquire().await.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover() {
+    let master = RedisServer::start();
+    let replica = RedisServer::start_with(
+        support::free_port(),
+        &["--replicaof", "127.0.0.1", &master.port().to_string()],
+    );
+    eventually_sync("the replica is in sync", || {
+        RedisCluster::cli(replica.port(), &["info", "replication"])
+            .contains("master_link_status:up")
+    });
+    let sentinel = RedisServer::start_sentinel(master.port());
+    let url = format!(
+        "redis-sentinel://127.0.0.1:{}?sentinelServiceName=mymaster",
+        sentinel.port()
+    );
+    let holder_side = LockManager::redis(&url).await.unwrap();
+    let waiter_side = LockManager::redis(&url).await.unwrap();
+
+    let holder = holder_side.lock("sentinel").acquire().await.unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let locks = waiter_side.clone();
+            tokio::spawn(async move {
+                let guard = locks
+                    .lock("sentinel")
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await?;
+                guard.release().await.map_err(LockError::Unavailable)?;
+                Ok::<_, LockError>(())
+            })
+        })
+        .collect();
+    eventually("waiters queued", || async {
+        (waiter_side.waiting("sentinel") == 5).then_some(())
+    })
+    .await;
+    // The lock is on the replica before the failover.
+    eventually_sync("the lock replicated", || {
+        RedisCluster::cli(replica.port(), &["exists", "sentinel"]).trim() == "1"
+    });
+
+    // The sentinel must have discovered the replica before it can promote it.
+    eventually("the sentinel accepts the failover", || async {
+        let answer = RedisCluster::cli(sentinel.port(), &["sentinel", "failover", "mymaster"]);
+        assert!(
+            answer.contains("OK") || answer.contains("NOGOODSLAVE"),
+            "SENTINEL FAILOVER: {answer}"
+        );
+        answer.contains("OK").then_some(())
+    })
+    .await;
+    eventually("the replica is promoted", || async {
+        let addr = RedisCluster::cli(
+            sentinel.port(),
+            &["sentinel", "get-master-addr-by-name", "mymaster"],
+        );
+        (addr.contains(&replica.port().to_string()) && role(replica.port()) == "master")
+            .then_some(())
+    })
+    .await;
+
+    // The clients reconnect through the sentinel: once the holder's side answers again,
+    // release through the new master.
+    let probe = eventually("the holder's side reaches the new master", || async {
+        holder_side.lock("probe").try_acquire().await.ok()
+    })
+    .await;
+    probe.release().await.unwrap();
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    for waiter in waiters {
+        waiter
+            .await
+            .unwrap()
+            .expect("every waiter resumes after the failover");
+    }
+    let guard = eventually("a new acquisition on the new master", || async {
+        holder_side.lock("after").try_acquire().await.ok()
+    })
+    .await;
+    guard.release().await.unwrap();
+}
+
+fn eventually_sync(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}: not within 20 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_acknowledgement_policies() {
+    let master = RedisServer::start();
+    let replica = RedisServer::start_with(
+        support::free_port(),
+        &["--replicaof", "127.0.0.1", &master.port().to_string()],
+    );
+    eventually_sync("the replica is in sync", || {
+        RedisCluster::cli(replica.port(), &["info", "replication"])
+            .contains("master_link_status:up")
+    });
+    let ack = |on_missing| ReplicaAck {
+        replicas: 1,
+        timeout: Duration::from_millis(300),
+        on_missing,
+    };
+    let strict = LockManager::builder().backend(
+        RedisBackend::connect(&master.url())
+            .await
+            .unwrap()
+            .replica_ack(ack(MissingAck::Release)),
+    );
+    let lenient_backend = RedisBackend::connect(&master.url())
+        .await
+        .unwrap()
+        .replica_ack(ack(MissingAck::Proceed));
+    let lenient = LockManager::builder().backend(lenient_backend.clone());
+    let plain = LockManager::redis(&master.url()).await.unwrap();
+
+    // With the replica up, acquisitions are acknowledged.
+    let guard = strict.lock("acked").acquire().await.unwrap();
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+
+    // A paused replica acknowledges nothing.
+    replica.pause();
+    match strict.lock("strict").acquire().await {
+        Err(LockError::Unavailable(error)) => {
+            assert!(error.to_string().contains("0 of 1 replicas"), "{error}")
+        }
+        other => panic!("expected Unavailable without acknowledgement, got {other:?}"),
+    }
+    // ... and the strict policy released it.
+    let other = plain
+        .lock("strict")
+        .try_acquire()
+        .await
+        .expect("released after the missing acknowledgement");
+    other.release().await.unwrap();
+
+    let kept = lenient
+        .lock("lenient")
+        .acquire()
+        .await
+        .expect("kept without acknowledgement");
+    assert_eq!(lenient_backend.unacknowledged_acquisitions(), 1);
+    assert!(
+        plain.lock("lenient").try_acquire().await.is_err(),
+        "the lenient lock is held"
+    );
+    replica.unpause();
+    assert_eq!(kept.release().await.unwrap(), Released::Unlocked);
+    let admin = support::client(&master.url()).await;
+    let _: () = admin.ping(None).await.unwrap();
+}
