@@ -22,6 +22,10 @@ struct State {
     due: BTreeMap<(Instant, u64), (Arc<Hold>, Keeper)>,
     next_id: u64,
     running: bool,
+    /// When the task will look at the schedule next (`None`: only when woken). A renewal
+    /// due later needs no wake-up: cancelled entries are not removed from this time, so
+    /// short holds (the common case) never wake the task.
+    next_look: Option<Instant>,
 }
 
 impl Renewals {
@@ -37,10 +41,7 @@ impl Renewals {
         let mut state = self.state();
         let id = state.next_id;
         state.next_id += 1;
-        let earliest = state
-            .due
-            .first_key_value()
-            .is_none_or(|((first, _), _)| due < *first);
+        let earlier = state.next_look.is_none_or(|look| due < look);
         *hold.renewal.lock().unwrap_or_else(|e| e.into_inner()) = Some((due, id));
         let runtime = hold.runtime.clone();
         state.due.insert((due, id), (hold, keeper));
@@ -48,7 +49,7 @@ impl Renewals {
         drop(state);
         if start {
             runtime.spawn(run(Arc::downgrade(self), self.wake.clone()));
-        } else if earliest {
+        } else if earlier {
             self.wake.notify_one();
         }
     }
@@ -101,7 +102,9 @@ async fn run(renewals: Weak<Renewals>, wake: Arc<Notify>) {
                     }
                 });
             }
-            state.due.first_key_value().map(|((due, _), _)| *due)
+            let next = state.due.first_key_value().map(|((due, _), _)| *due);
+            state.next_look = next;
+            next
         };
         match next {
             Some(due) => {

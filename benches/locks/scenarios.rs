@@ -63,6 +63,9 @@ pub async fn run_all(scale: Scale) {
     if wanted("s5") {
         s5(&url, &admin, scale, &mut report).await;
     }
+    if wanted("cluster") {
+        cluster(scale, &mut report).await;
+    }
 
     let table = report.markdown();
     println!("\n{table}");
@@ -125,6 +128,13 @@ fn ratio(a: Duration, b: Duration) -> f64 {
 /// S1: uncontended acquire + release, against a trivial EVAL through the same client.
 async fn s1(url: &str, scale: Scale, report: &mut Report) -> Duration {
     eprintln!("S1 uncontended…");
+    let floor = s1_redis(url, "S1 redis", scale, report).await;
+    s1_memory(scale, report).await;
+    floor
+}
+
+/// Acquire + release against a trivial EVAL through the same client; returns the floor.
+async fn s1_redis(url: &str, scenario: &str, scale: Scale, report: &mut Report) -> Duration {
     let backend = RedisBackend::connect(url).await.expect("connect");
     let client = backend.client().clone();
     let locks = LockManager::builder().backend(backend);
@@ -151,28 +161,32 @@ async fn s1(url: &str, scale: Scale, report: &mut Report) -> Duration {
     let floor = percentile(&mut eval, 50.0);
     let p50 = percentile(&mut lock, 50.0);
     report.add(
-        "S1 redis",
+        scenario,
         "EVAL \"return 1\" p50 (floor)",
         us(floor),
         floor.as_secs_f64(),
     );
     report.add(
-        "S1 redis",
+        scenario,
         "acquire+release p99",
         us(percentile(&mut lock, 99.0)),
         0.0,
     );
     let r = ratio(p50, floor);
     report.goal(
-        "S1 redis",
+        scenario,
         "acquire+release p50 ÷ floor",
         format!("{} = {r:.2} ×", us(p50)),
         r,
         "≤ 2.3 ×",
         r <= 2.3,
     );
+    floor
+}
 
-    // Memory backend against an uncontended tokio Mutex, timed in batches of 100.
+/// The memory backend against an uncontended tokio Mutex, timed in batches of 100.
+async fn s1_memory(scale: Scale, report: &mut Report) {
+    let n = scale.s1_iterations;
     let memory = LockManager::memory();
     let mutex = tokio::sync::Mutex::new(());
     let (mut floor_m, mut lock_m) = (Vec::new(), Vec::new());
@@ -212,7 +226,6 @@ async fn s1(url: &str, scale: Scale, report: &mut Report) -> Duration {
         format!("{} = {r:.0} ×", us(lm)),
         r,
     );
-    floor
 }
 
 /// Runs `workload` split over `processes` (1 or 2) and returns every hold.
@@ -866,4 +879,41 @@ async fn s5(url: &str, admin: &Client, scale: Scale, report: &mut Report) {
             );
         }
     }
+}
+
+/// S1 and S2 (W = 32) on a local 3-master Redis Cluster (sharded pub/sub).
+async fn cluster(scale: Scale, report: &mut Report) {
+    eprintln!("S1/S2 on a local cluster…");
+    let cluster = tokio::task::spawn_blocking(|| support::cluster::RedisCluster::start(3, 0))
+        .await
+        .expect("start a local cluster");
+    let url = cluster.url();
+    let floor = s1_redis(&url, "S1 cluster", scale, report).await;
+    for processes in [1, 2] {
+        let scenario = format!("S2 cluster W=32 {processes}p");
+        let mut spans = burst(&url, "tower", &fresh_name("cluster"), 32, processes, None).await;
+        let stats = hold_stats(&mut spans, 32);
+        report.add(
+            &scenario,
+            "tower efficiency",
+            format!("{:.2}", stats.efficiency),
+            stats.efficiency,
+        );
+        let r = ratio(stats.gap_p50, floor);
+        report.add(
+            &scenario,
+            "tower hand-over p50 ÷ EVAL floor",
+            format!("{} = {r:.2} ×", us(stats.gap_p50)),
+            r,
+        );
+        report.goal(
+            &scenario,
+            "tower exclusion violations",
+            stats.violations.to_string(),
+            stats.violations as f64,
+            "0",
+            stats.violations == 0,
+        );
+    }
+    drop(cluster);
 }
