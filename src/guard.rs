@@ -179,8 +179,10 @@ impl LockGuard {
     /// told) when this was the owner's last hold. If the future is dropped, the release
     /// still completes in the background.
     pub async fn release(mut self) -> Result<Released, BackendError> {
+        // Wait for the count lock while the guard still owns its hold: if this future is
+        // dropped meanwhile, the guard's drop releases the lock.
+        let count = self.hold().count.clone().lock_owned().await;
         let hold = self.hold.take().expect("a live guard has its hold");
-        let count = hold.count.clone().lock_owned().await;
         hold.release(count).await
     }
 }

@@ -11,21 +11,6 @@ use support::RedisServer;
 use tower_lock::backend::RedisBackend;
 use tower_lock::{LockError, LockManager, Released};
 
-/// Retries `f` every 50 ms, 200 times at most, until it returns `Some`.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..200 {
-        if let Some(value) = f().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: not within 10 s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_at_start_is_a_clear_error() {
     let port = support::free_port();
@@ -58,7 +43,7 @@ async fn lazy_start_is_unavailable_until_redis_comes_up() {
         other => panic!("expected Unavailable before Redis is up, got {other:?}"),
     }
     let _server = RedisServer::start_on(port);
-    let guard = eventually("acquire once Redis is up", || async {
+    let guard = support::eventually("acquire once Redis is up", || async {
         locks
             .lock("lazy")
             .wait(Duration::from_millis(200))
@@ -147,7 +132,7 @@ async fn paused_redis_honours_the_wait_deadline() {
         .await
         .unwrap();
     // Nothing was left behind by the abandoned attempt.
-    let guard = eventually("acquire after the pause", || async {
+    let guard = support::eventually("acquire after the pause", || async {
         locks
             .lock("slow")
             .wait(Duration::from_secs(2))
@@ -206,7 +191,7 @@ async fn killed_connection_mid_command_keeps_reentry_counts_exact() {
         (guard, result)
     });
     // Wait until the reentry is blocked in Redis by the pause, then cut its connection.
-    eventually("the reentry queued behind the pause", || async {
+    support::eventually("the reentry queued behind the pause", || async {
         let clients: String = admin
             .custom(fred::cmd!("CLIENT"), vec!["LIST", "TYPE", "normal"])
             .await
@@ -349,7 +334,7 @@ async fn resources_return_to_zero_after_ten_thousand_names() {
         Default::default(),
         "waiters, claims or renewals left behind"
     );
-    eventually("every unlock channel unsubscribed", || async {
+    support::eventually("every unlock channel unsubscribed", || async {
         let channels: Vec<String> = admin
             .custom(
                 fred::cmd!("PUBSUB"),
@@ -360,7 +345,7 @@ async fn resources_return_to_zero_after_ten_thousand_names() {
         channels.is_empty().then_some(())
     })
     .await;
-    let tasks_after = eventually("background tasks back to where they were", || async {
+    let tasks_after = support::eventually("background tasks back to where they were", || async {
         let alive = metrics.num_alive_tasks();
         (alive <= tasks_before).then_some(alive)
     })

@@ -11,21 +11,6 @@ use support::RedisServer;
 use tower_lock::backend::{MissingAck, RedisBackend, ReplicaAck};
 use tower_lock::{LockError, LockManager, Released};
 
-/// Retries `f` every 50 ms, 400 times at most, until it returns `Some`.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..400 {
-        if let Some(value) = f().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: not within 20 s");
-}
-
 fn role(port: u16) -> String {
     let info = RedisCluster::cli(port, &["info", "replication"]);
     info.lines()
@@ -65,7 +50,7 @@ async fn cluster_failover_while_tasks_wait() {
         .collect();
     let waiting = support::client(&cluster.url()).await;
     let channel = holder.key().channel();
-    eventually("waiters subscribed", || async {
+    support::eventually("waiters subscribed", || async {
         (waiter_side.waiting(name) == 5 && support::numsub(&waiting, &channel).await >= 1)
             .then_some(())
     })
@@ -74,7 +59,7 @@ async fn cluster_failover_while_tasks_wait() {
     // Promote the replica of the lock's slot.
     let answer = RedisCluster::cli(replica, &["cluster", "failover"]);
     assert!(answer.contains("OK"), "CLUSTER FAILOVER: {answer}");
-    eventually("the replica takes over", || async {
+    support::eventually("the replica takes over", || async {
         (role(replica) == "master" && role(master) == "slave").then_some(())
     })
     .await;
@@ -93,17 +78,23 @@ async fn cluster_failover_while_tasks_wait() {
     guard.release().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sentinel_failover() {
+/// A master and a replica in sync with it.
+fn master_with_replica() -> (RedisServer, RedisServer) {
     let master = RedisServer::start();
     let replica = RedisServer::start_with(
         support::free_port(),
         &["--replicaof", "127.0.0.1", &master.port().to_string()],
     );
-    eventually_sync("the replica is in sync", || {
+    support::eventually_sync("the replica is in sync", || {
         RedisCluster::cli(replica.port(), &["info", "replication"])
             .contains("master_link_status:up")
     });
+    (master, replica)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover() {
+    let (master, replica) = master_with_replica();
     let sentinel = RedisServer::start_sentinel(master.port());
     let url = format!(
         "redis-sentinel://127.0.0.1:{}?sentinelServiceName=mymaster",
@@ -127,17 +118,17 @@ async fn sentinel_failover() {
             })
         })
         .collect();
-    eventually("waiters queued", || async {
+    support::eventually("waiters queued", || async {
         (waiter_side.waiting("sentinel") == 5).then_some(())
     })
     .await;
     // The lock is on the replica before the failover.
-    eventually_sync("the lock replicated", || {
+    support::eventually_sync("the lock replicated", || {
         RedisCluster::cli(replica.port(), &["exists", "sentinel"]).trim() == "1"
     });
 
     // The sentinel must have discovered the replica before it can promote it.
-    eventually("the sentinel accepts the failover", || async {
+    support::eventually("the sentinel accepts the failover", || async {
         let answer = RedisCluster::cli(sentinel.port(), &["sentinel", "failover", "mymaster"]);
         assert!(
             answer.contains("OK") || answer.contains("NOGOODSLAVE"),
@@ -146,7 +137,7 @@ async fn sentinel_failover() {
         answer.contains("OK").then_some(())
     })
     .await;
-    eventually("the replica is promoted", || async {
+    support::eventually("the replica is promoted", || async {
         let addr = RedisCluster::cli(
             sentinel.port(),
             &["sentinel", "get-master-addr-by-name", "mymaster"],
@@ -158,7 +149,7 @@ async fn sentinel_failover() {
 
     // The clients reconnect through the sentinel: once the holder's side answers again,
     // release through the new master.
-    let probe = eventually("the holder's side reaches the new master", || async {
+    let probe = support::eventually("the holder's side reaches the new master", || async {
         holder_side.lock("probe").try_acquire().await.ok()
     })
     .await;
@@ -170,34 +161,16 @@ async fn sentinel_failover() {
             .unwrap()
             .expect("every waiter resumes after the failover");
     }
-    let guard = eventually("a new acquisition on the new master", || async {
+    let guard = support::eventually("a new acquisition on the new master", || async {
         holder_side.lock("after").try_acquire().await.ok()
     })
     .await;
     guard.release().await.unwrap();
 }
 
-fn eventually_sync(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..400 {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what}: not within 20 s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_acknowledgement_policies() {
-    let master = RedisServer::start();
-    let replica = RedisServer::start_with(
-        support::free_port(),
-        &["--replicaof", "127.0.0.1", &master.port().to_string()],
-    );
-    eventually_sync("the replica is in sync", || {
-        RedisCluster::cli(replica.port(), &["info", "replication"])
-            .contains("master_link_status:up")
-    });
+    let (master, replica) = master_with_replica();
     let ack = |on_missing| ReplicaAck {
         replicas: 1,
         timeout: Duration::from_millis(300),

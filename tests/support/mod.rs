@@ -318,3 +318,29 @@ pub fn example(name: &str) -> std::path::PathBuf {
     );
     path
 }
+
+/// Retries `f` every 50 ms, 400 times at most (20 s), until it returns `Some`.
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..400 {
+        if let Some(value) = f().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: not within 20 s");
+}
+
+/// The blocking form of [`eventually`], for conditions checked with `redis-cli`.
+pub fn eventually_sync(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}: not within 20 s");
+}
