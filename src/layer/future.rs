@@ -114,24 +114,34 @@ where
                     inner,
                     guard,
                 } => {
-                    if let Some(renewing) = watchdog {
-                        if renewing.as_mut().poll(cx).is_ready() {
+                    // The handler first: one that finishes at once never sets up the
+                    // watchdog's timer.
+                    let output = match inner.poll(cx) {
+                        Poll::Ready(output) => output.map(|response| response.map(Body::new)),
+                        Poll::Pending => {
+                            let lost = watchdog
+                                .as_mut()
+                                .is_some_and(|renewing| renewing.as_mut().poll(cx).is_ready());
+                            if !lost {
+                                return Poll::Pending;
+                            }
                             // Lost (the watchdog has traced why).
                             *watchdog = None;
-                            if this.config.abort_on_lost {
-                                if let Some(guard) = guard.take() {
-                                    let key = guard.key().clone();
-                                    let response = this.config.respond(LockRejection::Lost { key });
-                                    this.state.set(State::Releasing {
-                                        release: release(guard),
-                                        output: Some(Ok(response)),
-                                    });
-                                    continue;
-                                }
+                            if !this.config.abort_on_lost {
+                                return Poll::Pending;
                             }
+                            let Some(guard) = guard.take() else {
+                                return Poll::Pending;
+                            };
+                            let key = guard.key().clone();
+                            let response = this.config.respond(LockRejection::Lost { key });
+                            this.state.set(State::Releasing {
+                                release: release(guard),
+                                output: Some(Ok(response)),
+                            });
+                            continue;
                         }
-                    }
-                    let output = ready!(inner.poll(cx)).map(|response| response.map(Body::new));
+                    };
                     *watchdog = None;
                     match guard.take() {
                         Some(guard) => this.state.set(State::Releasing {
