@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::prelude::*;
-use fred::types::config::ReconnectError;
 use fred::types::scripts::Script;
-use fred::types::ClusterHash;
 use tokio::task::JoinHandle;
 
 use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs};
@@ -16,8 +14,13 @@ use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::wait::WaitQueues;
 
+mod connect;
+mod replicas;
 mod scripts;
 mod subscriptions;
+
+use connect::{build, servers};
+pub use replicas::{MissingAck, ReplicaAck};
 
 /// Default time limit for one Redis command.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
@@ -215,46 +218,6 @@ impl RedisBackend {
     }
 }
 
-/// The command client and the subscriber, with tower-lock's connection settings.
-fn build(config: Config) -> Result<(Client, SubscriberClient), BackendError> {
-    let mut builder = Builder::from_config(config);
-    builder
-        // Reconnect forever with backoff; commands fail fast meanwhile.
-        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
-        .with_connection_config(|c| {
-            c.connection_timeout = Duration::from_secs(5);
-            c.internal_command_timeout = Duration::from_secs(5);
-            // A master demoted by a failover answers READONLY without closing the
-            // connection: reconnect (and so find the new master).
-            c.reconnect_errors = vec![
-                ReconnectError::ReadOnly,
-                ReconnectError::MasterDown,
-                ReconnectError::ClusterDown,
-                ReconnectError::Loading,
-            ];
-        })
-        .with_performance_config(|p| {
-            p.default_command_timeout = DEFAULT_COMMAND_TIMEOUT;
-            // Unlock messages of many names arrive on one connection.
-            p.broadcast_channel_capacity = 4096;
-        });
-    let build_error = |e| BackendError::with_source("cannot build the Redis client", e);
-    let client = builder.build().map_err(build_error)?;
-    let subscriber = builder.build_subscriber_client().map_err(build_error)?;
-    Ok((client, subscriber))
-}
-
-/// `host:port` of the configured servers, for messages (never the credentials).
-fn servers(config: &Config) -> String {
-    let hosts: Vec<String> = config
-        .server
-        .hosts()
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    hosts.join(", ")
-}
-
 impl Drop for Inner {
     fn drop(&mut self) {
         for task in self
@@ -277,96 +240,6 @@ impl Drop for Inner {
 
 fn millis(d: Duration) -> Value {
     Value::Integer(d.as_millis().clamp(1, i64::MAX as u128) as i64)
-}
-
-/// How many replicas must acknowledge an acquisition; see [`RedisBackend::replica_ack`].
-#[derive(Debug, Clone, Copy)]
-pub struct ReplicaAck {
-    /// Replicas that must have the lock.
-    pub replicas: u32,
-    /// How long WAIT may take.
-    pub timeout: Duration,
-    /// What to do when fewer replicas acknowledge in time.
-    pub on_missing: MissingAck,
-}
-
-/// What an acquisition does when too few replicas acknowledged it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MissingAck {
-    /// Release the lock and fail the acquisition (`Unavailable`, HTTP 503): never hold a
-    /// lock that a failover could lose.
-    Release,
-    /// Keep the lock, trace a warning and count it
-    /// ([`RedisBackend::unacknowledged_acquisitions`]): availability first.
-    Proceed,
-}
-
-impl RedisBackend {
-    /// WAITs for replicas after an acquisition and applies the policy.
-    async fn await_replicas(
-        &self,
-        ack: ReplicaAck,
-        key: LockKey,
-        owner: OwnerId,
-        lease: Duration,
-    ) -> Result<Attempt, BackendError> {
-        // WAIT counts the writes of this connection: send it to the node that took the lock.
-        let options = Options {
-            cluster_hash: Some(ClusterHash::Custom(fred::util::redis_keyslot(
-                key.as_str().as_bytes(),
-            ))),
-            timeout: Some(
-                ack.timeout
-                    + self
-                        .inner
-                        .options
-                        .timeout
-                        .unwrap_or(DEFAULT_COMMAND_TIMEOUT),
-            ),
-            fail_fast: true,
-            ..Default::default()
-        };
-        let timeout_ms = ack.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
-        let acked: Result<i64, _> = self
-            .inner
-            .client
-            .with_options(&options)
-            .wait(i64::from(ack.replicas), timeout_ms)
-            .await;
-        let acked = acked.unwrap_or_else(|error| {
-            tracing::warn!(%key, %error, "tower-lock: WAIT for replicas failed");
-            0
-        });
-        if acked >= i64::from(ack.replicas) {
-            return Ok(Attempt::Acquired);
-        }
-        let message = format!(
-            "`{key}` was acquired but only {acked} of {} replicas acknowledged it within {:?}",
-            ack.replicas, ack.timeout
-        );
-        match ack.on_missing {
-            MissingAck::Proceed => {
-                self.inner
-                    .unacknowledged
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::warn!("tower-lock: {message}; keeping it");
-                Ok(Attempt::Acquired)
-            }
-            MissingAck::Release => {
-                let request_id = format!("{owner}:unacknowledged");
-                let released = self
-                    .release(ReleaseArgs {
-                        key: key.clone(),
-                        owner,
-                        lease,
-                        request_id,
-                    })
-                    .await;
-                tracing::warn!(?released, "tower-lock: {message}; released it");
-                Err(BackendError::new(format!("{message}; released it")))
-            }
-        }
-    }
 }
 
 impl Backend for RedisBackend {

@@ -1,0 +1,50 @@
+//! Building the command and subscriber clients.
+
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::prelude::*;
+use fred::types::config::ReconnectError;
+
+use super::DEFAULT_COMMAND_TIMEOUT;
+use crate::error::BackendError;
+
+/// The command client and the subscriber, with tower-lock's connection settings.
+pub(super) fn build(config: Config) -> Result<(Client, SubscriberClient), BackendError> {
+    let mut builder = Builder::from_config(config);
+    builder
+        // Reconnect forever with backoff; commands fail fast meanwhile.
+        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+        .with_connection_config(|c| {
+            c.connection_timeout = Duration::from_secs(5);
+            c.internal_command_timeout = Duration::from_secs(5);
+            // A master demoted by a failover answers READONLY without closing the
+            // connection: reconnect (and so find the new master).
+            c.reconnect_errors = vec![
+                ReconnectError::ReadOnly,
+                ReconnectError::MasterDown,
+                ReconnectError::ClusterDown,
+                ReconnectError::Loading,
+            ];
+        })
+        .with_performance_config(|p| {
+            p.default_command_timeout = DEFAULT_COMMAND_TIMEOUT;
+            // Unlock messages of many names arrive on one connection.
+            p.broadcast_channel_capacity = 4096;
+        });
+    let build_error = |e| BackendError::with_source("cannot build the Redis client", e);
+    let client = builder.build().map_err(build_error)?;
+    let subscriber = builder.build_subscriber_client().map_err(build_error)?;
+    Ok((client, subscriber))
+}
+
+/// `host:port` of the configured servers, for messages (never the credentials).
+pub(super) fn servers(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .server
+        .hosts()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    hosts.join(", ")
+}
