@@ -11,6 +11,29 @@ use support::RedisServer;
 use tower_lock::backend::{MissingAck, RedisBackend, ReplicaAck};
 use tower_lock::{LockError, LockManager, Released};
 
+/// `count` tasks that each wait up to 20 s for `name`, then release it. The default lease
+/// is 30 s: a waiter that missed its wake-up times out.
+fn spawn_waiters(
+    locks: &LockManager,
+    name: &'static str,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<Result<(), LockError>>> {
+    (0..count)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let guard = locks
+                    .lock(name)
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await?;
+                guard.release().await.map_err(LockError::Unavailable)?;
+                Ok(())
+            })
+        })
+        .collect()
+}
+
 fn role(port: u16) -> String {
     let info = RedisCluster::cli(port, &["info", "replication"]);
     info.lines()
@@ -33,21 +56,7 @@ async fn cluster_failover_while_tasks_wait() {
     let replica = replica.expect("every master has a replica");
 
     let holder = holder_side.lock(name).acquire().await.unwrap();
-    let waiters: Vec<_> = (0..5)
-        .map(|_| {
-            let locks = waiter_side.clone();
-            tokio::spawn(async move {
-                // The default lease is 30 s: a waiter that missed the wake-up would time out.
-                let guard = locks
-                    .lock(name)
-                    .wait(Duration::from_secs(20))
-                    .acquire()
-                    .await?;
-                guard.release().await.map_err(LockError::Unavailable)?;
-                Ok::<_, LockError>(())
-            })
-        })
-        .collect();
+    let waiters = spawn_waiters(&waiter_side, name, 5);
     let waiting = support::client(&cluster.url()).await;
     let channel = holder.key().channel();
     support::eventually("waiters subscribed", || async {
@@ -104,20 +113,7 @@ async fn sentinel_failover() {
     let waiter_side = LockManager::redis(&url).await.unwrap();
 
     let holder = holder_side.lock("sentinel").acquire().await.unwrap();
-    let waiters: Vec<_> = (0..5)
-        .map(|_| {
-            let locks = waiter_side.clone();
-            tokio::spawn(async move {
-                let guard = locks
-                    .lock("sentinel")
-                    .wait(Duration::from_secs(20))
-                    .acquire()
-                    .await?;
-                guard.release().await.map_err(LockError::Unavailable)?;
-                Ok::<_, LockError>(())
-            })
-        })
-        .collect();
+    let waiters = spawn_waiters(&waiter_side, "sentinel", 5);
     support::eventually("waiters queued", || async {
         (waiter_side.waiting("sentinel") == 5).then_some(())
     })
