@@ -198,19 +198,16 @@ async fn lock_value<K: Lockable>(parts: &Parts, raw: &str) -> Result<Locked<K>, 
         what: K::source().describe(),
         reason,
     })?;
-    let what = K::source().describe();
-    let name = value.lock_name();
+    let rejection = |e| LockRejection::from_error(e, &K::source().describe(), StatusCode::CONFLICT);
     let manager = parts
         .extensions
         .get::<LockManager>()
         .ok_or(LockRejection::NoManager)?;
-    let key = manager
-        .key(&name)
-        .map_err(|e| LockRejection::from_error(e, &what, StatusCode::CONFLICT))?;
+    let key = manager.key(&value.lock_name()).map_err(rejection)?;
     let guard = match parts.extensions.get::<HeldLock>() {
         Some(held) if *held.key() == key => held.reenter().await,
-        _ => manager.lock(&name).acquire().await,
+        _ => manager.lock_key(key).acquire().await,
     }
-    .map_err(|e| LockRejection::from_error(e, &what, StatusCode::CONFLICT))?;
+    .map_err(rejection)?;
     Ok(Locked(Held { value, guard }))
 }

@@ -39,7 +39,7 @@ pub(crate) struct Hold {
     /// Its slot in the manager's renewal schedule, while one is due.
     pub(crate) renewal: Mutex<Option<(Instant, u64)>>,
     /// Closed before the last release: no renewal after it.
-    pub(crate) gate: Arc<RenewGate>,
+    pub(crate) gate: RenewGate,
     /// This process's claim on the name, ended by the last release.
     pub(crate) claim: Mutex<Option<Claim>>,
     pub(crate) runtime: tokio::runtime::Handle,

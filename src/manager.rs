@@ -103,6 +103,11 @@ impl LockManager {
         LockRequest::new(self.clone(), key)
     }
 
+    /// A request for a key already validated by [`key`](Self::key).
+    pub(crate) fn lock_key(&self, key: LockKey) -> LockRequest {
+        LockRequest::new(self.clone(), Ok(key))
+    }
+
     /// The key `name` maps to, or why it is not a valid name.
     pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
         let settings = &self.inner.settings;

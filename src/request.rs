@@ -95,7 +95,7 @@ impl LockRequest {
             count: Arc::new(tokio::sync::Mutex::new(1)),
             loss,
             renewal: Mutex::new(None),
-            gate: Arc::new(RenewGate::default()),
+            gate: RenewGate::default(),
             claim: Mutex::new(Some(claim)),
             runtime,
         });
@@ -130,12 +130,7 @@ fn attempt(
         expected: 0,
     };
     let undo_inner = inner.clone();
-    let undo_args = ReleaseArgs {
-        key: key.clone(),
-        owner: owner.clone(),
-        lease,
-        request_id: inner.ids.next_request(),
-    };
+    let (undo_key, undo_owner) = (key.clone(), owner.clone());
     Settle::new(inner.backend.acquire(args), move |result| {
         // Busy: nothing was taken. Acquired, or an error (the attempt may have landed):
         // release; releasing what was never taken changes nothing.
@@ -143,9 +138,14 @@ fn attempt(
             return None;
         }
         Some(Box::pin(async move {
-            let key = undo_args.key.clone();
-            if let Ok(crate::Released::Unlocked) = undo_inner.backend.release(undo_args).await {
-                undo_inner.queues.released_locally(&key);
+            let undo = ReleaseArgs {
+                key: undo_key.clone(),
+                owner: undo_owner,
+                lease,
+                request_id: undo_inner.ids.next_request(),
+            };
+            if let Ok(crate::Released::Unlocked) = undo_inner.backend.release(undo).await {
+                undo_inner.queues.released_locally(&undo_key);
             }
         }) as BoxFuture<()>)
     })

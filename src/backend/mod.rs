@@ -82,8 +82,9 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BoxFuture<Result<bool, BackendError>>;
 
     /// Connects the backend to the manager's wait queues: from now on the backend keeps its
-    /// notification subscriptions in step with [`WaitQueues::watched`] (see
-    /// [`WaitQueues::changed`]), and reports unlocks from other processes with
+    /// notification subscriptions in step with the names that have local waiters (wait
+    /// for [`WaitQueues::changed`], then apply [`WaitQueues::take_changes`] and confirm
+    /// with [`WaitQueues::subscribed`]), and reports unlocks from other processes with
     /// [`WaitQueues::unlocked`] and possibly lost notifications with
     /// [`WaitQueues::resync`]. Releases made through this manager are announced to local
     /// waiters by the manager itself.

@@ -206,10 +206,12 @@ async fn start<B>(config: Arc<Config>, request: Request<B>) -> Start<B> {
             return Start::Rejected(rejection);
         }
     };
-    let what = config.source.describe();
     let name = match (config.name)(&raw) {
         Ok(name) => name,
-        Err(reason) => return Start::Rejected(LockRejection::InvalidKey { what, reason }),
+        Err(reason) => {
+            let what = config.source.describe();
+            return Start::Rejected(LockRejection::InvalidKey { what, reason });
+        }
     };
     let mut lock = manager.lock(&name);
     if let Some(wait) = config.wait {
@@ -227,6 +229,9 @@ async fn start<B>(config: Arc<Config>, request: Request<B>) -> Start<B> {
             tracing::warn!(%error, key = %name, "tower-lock: backend unavailable; running without the lock (fail open)");
             Start::Unlocked(Request::from_parts(parts, body))
         }
-        Err(error) => Start::Rejected(LockRejection::from_error(error, &what, config.busy_status)),
+        Err(error) => {
+            let what = config.source.describe();
+            Start::Rejected(LockRejection::from_error(error, &what, config.busy_status))
+        }
     }
 }

@@ -20,7 +20,8 @@ pub(crate) use ticket::{Ticket, Turn};
 
 /// The wait queues of one manager. Backends receive a clone in
 /// [`Backend::attach`](crate::backend::Backend::attach) to report unlocks and to keep their
-/// subscriptions in step with [`watched`](Self::watched) names.
+/// subscriptions in step with the names that have local waiters
+/// ([`take_changes`](Self::take_changes)).
 #[derive(Clone)]
 pub struct WaitQueues {
     inner: Arc<Inner>,
@@ -113,11 +114,6 @@ impl WaitQueues {
                 (key, wanted)
             })
             .collect()
-    }
-
-    /// Names that have local waiters (and so want unlock notifications).
-    pub fn watched(&self) -> Vec<LockKey> {
-        self.lock().queues.keys().cloned().collect()
     }
 
     /// The backend now delivers unlock notifications for `keys`: their heads retry.

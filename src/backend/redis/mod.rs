@@ -244,13 +244,20 @@ fn millis(d: Duration) -> Value {
 
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
-        let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
-        let (backend, key, owner, lease) = (
-            self.clone(),
-            args.key.clone(),
-            args.owner.clone(),
-            args.lease,
-        );
+        // Replica acknowledgement concerns new holders only (a reentry changes no owner).
+        let ack = self
+            .inner
+            .replica_ack
+            .filter(|_| args.expected == 0)
+            .map(|ack| {
+                (
+                    ack,
+                    self.clone(),
+                    args.key.clone(),
+                    args.owner.clone(),
+                    args.lease,
+                )
+            });
         let reply = self.eval::<Option<i64>, _>(
             |i| &i.acquire,
             move || {
@@ -267,7 +274,9 @@ impl Backend for RedisBackend {
         Box::pin(async move {
             Ok(match reply.await? {
                 None => match ack {
-                    Some(ack) => backend.await_replicas(ack, key, owner, lease).await?,
+                    Some((ack, backend, key, owner, lease)) => {
+                        backend.await_replicas(ack, key, owner, lease).await?
+                    }
                     None => Attempt::Acquired,
                 },
                 Some(-3) => Attempt::Lost,
