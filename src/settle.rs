@@ -15,7 +15,6 @@ type Undo<T> = Box<dyn FnOnce(T) -> Option<BoxFuture<()>> + Send>;
 /// A backend operation that is finished (and undone as needed) even if dropped midway.
 pub(crate) struct Settle<T: Send + 'static> {
     operation: Option<BoxFuture<T>>,
-    polled: bool,
     undo: Option<Undo<T>>,
 }
 
@@ -27,7 +26,6 @@ impl<T: Send + 'static> Settle<T> {
     ) -> Self {
         Settle {
             operation: Some(operation),
-            polled: false,
             undo: Some(Box::new(undo)),
         }
     }
@@ -42,7 +40,6 @@ impl<T: Send + 'static> Future for Settle<T> {
             .operation
             .as_mut()
             .expect("Settle polled after completion");
-        this.polled = true;
         let result = operation.as_mut().poll(cx);
         if result.is_ready() {
             this.operation = None;
@@ -53,8 +50,10 @@ impl<T: Send + 'static> Future for Settle<T> {
 
 impl<T: Send + 'static> Drop for Settle<T> {
     fn drop(&mut self) {
-        // Never polled: nothing was sent.
-        let (Some(operation), true) = (self.operation.take(), self.polled) else {
+        // Not finished. Even a never-polled operation may already have taken effect (a
+        // backend may act when the operation is created, as the memory backend does), so
+        // finish it and undo what it did.
+        let Some(operation) = self.operation.take() else {
             return;
         };
         let undo = self.undo.take();
@@ -72,5 +71,39 @@ impl<T: Send + 'static> Drop for Settle<T> {
                  it cannot be undone and its lease will run out"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_abandoned_operation_is_finished_and_undone_even_if_never_polled() {
+        for poll_first in [false, true] {
+            let (undone_tx, undone_rx) = tokio::sync::oneshot::channel();
+            let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+            let mut settle = Settle::new(
+                Box::pin(async move {
+                    let _ = go_rx.await;
+                    42
+                }),
+                move |result| {
+                    let _ = undone_tx.send(result);
+                    None
+                },
+            );
+            if poll_first {
+                assert!(futures_poll_once(&mut settle).is_pending());
+            }
+            drop(settle);
+            let _ = go_tx.send(());
+            assert_eq!(undone_rx.await.unwrap(), 42, "poll_first = {poll_first}");
+        }
+    }
+
+    fn futures_poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+        let waker = std::task::Waker::noop();
+        Pin::new(future).poll(&mut Context::from_waker(waker))
     }
 }
