@@ -67,19 +67,21 @@ impl Hold {
                 key: self.key.clone(),
                 owner: self.owner.clone(),
                 lease: self.lease,
-                request_id: self.manager.ids.next_request(),
+                expected: *count,
             };
-            // A release is safe to re-send (the unlock latch returns the first outcome):
-            // ride out a short failure (a failover, a reconnect) before giving the lock up
-            // to its lease.
+            // A release is safe to re-send (it carries the count it expects): ride out a
+            // short failure (a failover, a reconnect) before giving the lock up to its
+            // lease.
             let mut sent = Instant::now();
             let mut result = self.manager.backend.release(args.clone()).await;
+            let mut resent = false;
             for delay in RELEASE_RETRIES {
                 if result.is_ok() {
                     break;
                 }
                 tokio::time::sleep(delay).await;
                 sent = Instant::now();
+                resent = true;
                 result = self.manager.backend.release(args.clone()).await;
             }
             *count = count.saturating_sub(1);
@@ -96,7 +98,11 @@ impl Hold {
                     if *count > 0 {
                         self.loss.fire();
                     }
-                    tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: released a lock that was no longer held (its lease had ended)");
+                    if resent {
+                        tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: a release re-sent after an error found the lock gone (the failed send released it, or its lease had ended)");
+                    } else {
+                        tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: released a lock that was no longer held (its lease had ended)");
+                    }
                 }
                 Err(ref error) => {
                     tracing::warn!(key = %self.key, %error, "tower-lock: release failed; the lock stays until its lease ends");

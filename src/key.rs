@@ -64,15 +64,6 @@ impl LockKey {
         Some(LockKey(key.into()))
     }
 
-    /// Redisson's unlock latch key for one release request, which makes a re-sent release
-    /// return the first result instead of decrementing twice.
-    pub(crate) fn unlock_latch(&self, request_id: &str) -> String {
-        let mut latch = tagged(LATCH_PREFIX, &self.0);
-        latch.push(':');
-        latch.push_str(request_id);
-        latch
-    }
-
     /// The Redis Cluster hash tag of the key, if it has one (the text between the first
     /// `{` and the first `}` after it, when not empty).
     pub fn hash_tag(&self) -> Option<&str> {
@@ -96,7 +87,6 @@ fn has_braces(key: &str) -> bool {
     key.contains(['{', '}'])
 }
 
-const LATCH_PREFIX: &str = "redisson_unlock_latch:";
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 
 impl fmt::Debug for LockKey {
@@ -168,11 +158,6 @@ impl Ids {
         OwnerId(format!("{}:{}", self.manager, self.next_number()).into())
     }
 
-    /// A unique id for one release request (names its unlock latch).
-    pub(crate) fn next_request(&self) -> String {
-        format!("{}:r{}", self.manager, self.next_number())
-    }
-
     fn next_number(&self) -> u64 {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
@@ -187,26 +172,17 @@ mod tests {
         let key = LockKey::new("app:", "order:42", 1024).unwrap();
         assert_eq!(key.as_str(), "app:order:42");
         assert_eq!(key.channel(), "redisson_lock__channel:{app:order:42}");
-        assert_eq!(
-            key.unlock_latch("abc:r1"),
-            "redisson_unlock_latch:{app:order:42}:abc:r1"
-        );
         assert_eq!(LockKey::from_channel(&key.channel()), Some(key));
         assert_eq!(LockKey::from_channel("other"), None);
     }
 
     #[test]
-    fn keys_with_a_hash_tag_keep_their_channel_and_latch_in_its_slot() {
+    fn keys_with_a_hash_tag_keep_their_channel_in_its_slot() {
         use fred::util::redis_keyslot;
         for name in ["{order:42}:pay", "a{b}c", "x{y}{z}", "plain", "ünï{©}"] {
             let key = LockKey::new("", name, 1024).unwrap();
             let slot = redis_keyslot(key.as_str().as_bytes());
             assert_eq!(redis_keyslot(key.channel().as_bytes()), slot, "{name}");
-            assert_eq!(
-                redis_keyslot(key.unlock_latch("r1").as_bytes()),
-                slot,
-                "{name}"
-            );
             assert_eq!(LockKey::from_channel(&key.channel()), Some(key.clone()));
         }
         let key = LockKey::new("", "a{b}c", 1024).unwrap();

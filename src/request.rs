@@ -142,7 +142,7 @@ fn attempt(
                 key: undo_key.clone(),
                 owner: undo_owner,
                 lease,
-                request_id: undo_inner.ids.next_request(),
+                expected: 1,
             };
             if let Ok(crate::Released::Unlocked) = undo_inner.backend.release(undo).await {
                 undo_inner.queues.released_locally(&undo_key);

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tower_lock::backend::MemoryBackend;
+use tower_lock::backend::{
+    AcquireArgs, Attempt, Backend, MemoryBackend, RedisBackend, ReleaseArgs,
+};
 use tower_lock::{LockError, LockManager, LockManagerBuilder, Released};
 
 #[derive(Clone, Copy, Debug)]
@@ -22,6 +24,7 @@ struct Ctx {
     manager: LockManager,
     memory: Option<MemoryBackend>,
     redis: Option<fred::prelude::Client>,
+    url: Option<String>,
 }
 
 impl Ctx {
@@ -41,6 +44,7 @@ impl Ctx {
                     manager: builder.backend(memory.clone()),
                     memory: Some(memory),
                     redis: None,
+                    url: None,
                 }
             }
             Kind::Redis | Kind::Cluster => {
@@ -55,8 +59,18 @@ impl Ctx {
                         .expect("connect to the test redis"),
                     memory: None,
                     redis: Some(support::client(&url).await),
+                    url: Some(url),
                 }
             }
+        }
+    }
+
+    /// A second handle on the manager's store, to send backend operations directly.
+    async fn backend(&self) -> Box<dyn Backend> {
+        match (&self.memory, &self.url) {
+            (Some(memory), _) => Box::new(memory.clone()),
+            (None, Some(url)) => Box::new(RedisBackend::connect(url).await.unwrap()),
+            (None, None) => unreachable!("a context has a memory backend or a Redis URL"),
         }
     }
 
@@ -409,7 +423,6 @@ async fn names_are_validated_and_any_bytes_work(kind: Kind) {
 }
 
 async fn other_owners_cannot_release(kind: Kind) {
-    use tower_lock::backend::{Backend, ReleaseArgs};
     let ctx = Ctx::new(kind).await;
     let name = support::unique("owners");
     let guard = ctx.manager.lock(&name).acquire().await.unwrap();
@@ -420,14 +433,7 @@ async fn other_owners_cannot_release(kind: Kind) {
     assert!(holder.parse::<u64>().is_ok());
     assert_eq!(uuid, ctx.manager.id());
     // A release by any other owner (a guessed holder number included) changes nothing.
-    let backend: Box<dyn Backend> = match (&ctx.memory, kind) {
-        (Some(memory), _) => Box::new(memory.clone()),
-        _ => Box::new(
-            tower_lock::backend::RedisBackend::connect(&support::shared_redis_url())
-                .await
-                .unwrap(),
-        ),
-    };
+    let backend = ctx.backend().await;
     for other in [
         format!("{uuid}:999999"),
         "someone-else:1".to_owned(),
@@ -438,7 +444,7 @@ async fn other_owners_cannot_release(kind: Kind) {
                 key: guard.key().clone(),
                 owner: tower_lock::OwnerId::from_raw(&other),
                 lease: Duration::from_secs(30),
-                request_id: format!("{other}:r"),
+                expected: 1,
             })
             .await
             .unwrap();
@@ -449,6 +455,106 @@ async fn other_owners_cannot_release(kind: Kind) {
         "still held by its owner"
     );
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+}
+
+/// fred re-sends a command that was in flight when its connection dropped: every
+/// operation carries the count it expects, so a second delivery changes nothing.
+async fn resent_operations_take_effect_once(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let backend = ctx.backend().await;
+    let name = support::unique("once");
+    let key = ctx.manager.key(&name).unwrap();
+    let owner = tower_lock::OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1");
+    let other = tower_lock::OwnerId::from_raw("someone-else:1");
+    let lease = Duration::from_secs(30);
+    let acquire = |owner: &tower_lock::OwnerId, expected| AcquireArgs {
+        key: key.clone(),
+        owner: owner.clone(),
+        lease,
+        expected,
+    };
+    let release = |owner: &tower_lock::OwnerId, expected| ReleaseArgs {
+        key: key.clone(),
+        owner: owner.clone(),
+        lease,
+        expected,
+    };
+    // Whether a re-entry by `owner` with `expected` holds finds exactly that count.
+    let holds = |expected: u32| {
+        let backend = &backend;
+        let (owner, acquire, release) = (&owner, &acquire, &release);
+        async move {
+            match backend.acquire(acquire(owner, expected)).await.unwrap() {
+                Attempt::Acquired => {
+                    let undo = backend.release(release(owner, expected + 1)).await.unwrap();
+                    assert_eq!(undo, Released::StillHeld);
+                    true
+                }
+                _ => false,
+            }
+        }
+    };
+    // A first acquisition sent twice counts once.
+    for _ in 0..2 {
+        assert_eq!(
+            backend.acquire(acquire(&owner, 0)).await.unwrap(),
+            Attempt::Acquired
+        );
+    }
+    assert!(
+        holds(1).await,
+        "one hold after a first acquisition sent twice"
+    );
+    // A reentry sent twice counts once.
+    for _ in 0..2 {
+        assert_eq!(
+            backend.acquire(acquire(&owner, 1)).await.unwrap(),
+            Attempt::Acquired
+        );
+    }
+    assert!(holds(2).await, "two holds after a reentry sent twice");
+    // Another owner is still shut out.
+    assert!(matches!(
+        backend.acquire(acquire(&other, 0)).await.unwrap(),
+        Attempt::Busy(_)
+    ));
+    // A release sent twice decrements once and reports the same outcome while a hold
+    // remains.
+    for _ in 0..2 {
+        assert_eq!(
+            backend.release(release(&owner, 2)).await.unwrap(),
+            Released::StillHeld
+        );
+    }
+    assert!(holds(1).await, "one hold after a release sent twice");
+    assert_eq!(
+        backend.release(release(&owner, 1)).await.unwrap(),
+        Released::Unlocked
+    );
+    // The last release sent again finds the lock gone: it changes nothing (another
+    // owner's lock is never touched) and reports it not held.
+    assert_eq!(
+        backend.acquire(acquire(&other, 0)).await.unwrap(),
+        Attempt::Acquired
+    );
+    assert_eq!(
+        backend.release(release(&owner, 1)).await.unwrap(),
+        Released::NotHeld
+    );
+    assert!(
+        ctx.manager.lock(&name).try_acquire().await.is_err(),
+        "the other owner still holds it"
+    );
+    assert_eq!(
+        backend.release(release(&other, 1)).await.unwrap(),
+        Released::Unlocked
+    );
+    // A reentry of a lock that is gone reports it lost instead of taking it afresh.
+    assert_eq!(
+        backend.acquire(acquire(&owner, 1)).await.unwrap(),
+        Attempt::Lost
+    );
+    assert!(ctx.manager.lock(&name).try_acquire().await.is_ok());
 }
 
 macro_rules! behaviour_suite {
@@ -494,4 +600,5 @@ behaviour_suite!(
     dropped_acquires_leave_nothing_held,
     names_are_validated_and_any_bytes_work,
     other_owners_cannot_release,
+    resent_operations_take_effect_once,
 );

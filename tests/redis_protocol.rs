@@ -8,7 +8,6 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::redisson::Redisson;
 use support::RedisServer;
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, RedisBackend, ReleaseArgs};
 use tower_lock::{LockError, LockManager, Released};
 
 async fn manager() -> LockManager {
@@ -119,82 +118,6 @@ async fn script_flush_is_recovered_transparently() {
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     let _: () = admin.script_flush(false).await.unwrap();
     assert!(locks.lock(&name).try_acquire().await.is_ok());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resent_commands_take_effect_once() {
-    let url = support::shared_redis_url();
-    let backend = RedisBackend::connect(&url).await.unwrap();
-    let locks = LockManager::redis(&url).await.unwrap();
-    let key = locks.key(&support::unique("once")).unwrap();
-    let owner = "00000000-0000-4000-8000-000000000000:1";
-    let admin = support::client(&url).await;
-    let count = || async {
-        let count: Option<i64> = admin.hget(key.as_str(), owner).await.unwrap();
-        count
-    };
-    let owner_id = || {
-        // Owner ids come from managers; reuse one from a real guard's format for the test.
-        owner.to_owned()
-    };
-    let acquire = |expected| AcquireArgs {
-        key: key.clone(),
-        owner: test_owner(&owner_id()),
-        lease: Duration::from_secs(30),
-        expected,
-    };
-    // A first acquisition sent twice counts once.
-    assert_eq!(
-        backend.acquire(acquire(0)).await.unwrap(),
-        Attempt::Acquired
-    );
-    assert_eq!(
-        backend.acquire(acquire(0)).await.unwrap(),
-        Attempt::Acquired
-    );
-    assert_eq!(count().await, Some(1));
-    // A reentry sent twice counts once.
-    assert_eq!(
-        backend.acquire(acquire(1)).await.unwrap(),
-        Attempt::Acquired
-    );
-    assert_eq!(
-        backend.acquire(acquire(1)).await.unwrap(),
-        Attempt::Acquired
-    );
-    assert_eq!(count().await, Some(2));
-    // A release sent twice (same request id) decrements once and reports the same outcome.
-    let release = |request_id: &str| ReleaseArgs {
-        key: key.clone(),
-        owner: test_owner(&owner_id()),
-        lease: Duration::from_secs(30),
-        request_id: request_id.to_owned(),
-    };
-    assert_eq!(
-        backend.release(release("a")).await.unwrap(),
-        Released::StillHeld
-    );
-    assert_eq!(
-        backend.release(release("a")).await.unwrap(),
-        Released::StillHeld
-    );
-    assert_eq!(count().await, Some(1));
-    assert_eq!(
-        backend.release(release("b")).await.unwrap(),
-        Released::Unlocked
-    );
-    assert_eq!(
-        backend.release(release("b")).await.unwrap(),
-        Released::Unlocked
-    );
-    assert_eq!(count().await, None);
-    // A reentry of a lock that is gone reports it lost instead of taking it afresh.
-    assert_eq!(backend.acquire(acquire(1)).await.unwrap(), Attempt::Lost);
-    assert_eq!(count().await, None);
-}
-
-fn test_owner(id: &str) -> tower_lock::OwnerId {
-    tower_lock::OwnerId::from_raw(id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

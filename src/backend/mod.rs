@@ -57,8 +57,11 @@ pub struct ReleaseArgs {
     pub owner: OwnerId,
     /// The lease to set again when a reentrant hold remains.
     pub lease: Duration,
-    /// Unique per release call: a re-sent release returns the first outcome.
-    pub request_id: String,
+    /// How many holds `owner` has before this release (at least 1). A backend must apply a
+    /// release at most once: a release re-sent after it already took effect finds the
+    /// count at `expected - 1` and reports `StillHeld` without counting again (a re-sent
+    /// last release finds the lock gone: `NotHeld`).
+    pub expected: u32,
 }
 
 /// Storage and notifications for locks.

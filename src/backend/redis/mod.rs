@@ -25,9 +25,6 @@ pub use replicas::{MissingAck, ReplicaAck};
 /// Default time limit for one Redis command.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How long a release's unlock latch lives: longer than fred keeps re-sending a command.
-const UNLOCK_LATCH_TTL: Duration = Duration::from_secs(60);
-
 /// Locks in Redis, in Redisson's `RLock` format.
 ///
 /// Build it with [`LockManager::redis`](crate::LockManager::redis) or
@@ -126,7 +123,11 @@ impl RedisBackend {
                     ..Default::default()
                 },
                 acquire: Script::from_lua(scripts::ACQUIRE),
-                release: Script::from_lua(scripts::RELEASE),
+                release: Script::from_lua(scripts::release(if sharded {
+                    "spublish"
+                } else {
+                    "publish"
+                })),
                 renew: Script::from_lua(scripts::RENEW),
                 tasks: Mutex::new(Vec::new()),
             }),
@@ -287,26 +288,15 @@ impl Backend for RedisBackend {
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
-        let publish = if self.inner.sharded {
-            "spublish"
-        } else {
-            "publish"
-        };
         let reply = self.eval::<Option<i64>, _>(
             |i| &i.release,
             move || {
                 (
+                    vec![args.key.as_str().to_owned(), args.key.channel()],
                     vec![
-                        args.key.as_str().to_owned(),
-                        args.key.channel(),
-                        args.key.unlock_latch(&args.request_id),
-                    ],
-                    vec![
-                        scripts::UNLOCK_MESSAGE.into(),
                         millis(args.lease),
                         args.owner.as_str().into(),
-                        publish.into(),
-                        millis(UNLOCK_LATCH_TTL),
+                        Value::Integer(args.expected.into()),
                     ],
                 )
             },
@@ -358,7 +348,7 @@ impl Backend for RedisBackend {
         }
         let slot = fred::util::redis_keyslot(key.as_str().as_bytes());
         let same = |derived: String| fred::util::redis_keyslot(derived.as_bytes()) == slot;
-        if same(key.channel()) && same(key.unlock_latch("r")) {
+        if same(key.channel()) {
             Ok(())
         } else {
             Err(format!(

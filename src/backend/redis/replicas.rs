@@ -83,13 +83,12 @@ impl RedisBackend {
                 Ok(Attempt::Acquired)
             }
             MissingAck::Release => {
-                let request_id = format!("{owner}:unacknowledged");
                 let released = self
                     .release(ReleaseArgs {
                         key: key.clone(),
                         owner,
                         lease,
-                        request_id,
+                        expected: 1,
                     })
                     .await;
                 tracing::warn!(?released, "tower-lock: {message}; released it");
