@@ -457,6 +457,65 @@ async fn other_owners_cannot_release(kind: Kind) {
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
 }
 
+/// Many tasks on many names at once (on Redis their operations are batched, per slot on a
+/// cluster): every name stays exclusive and every operation gets its own answer.
+async fn concurrent_names_stay_exclusive(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let redis = match &ctx.url {
+        Some(url) => Some(RedisBackend::connect(url).await.unwrap()),
+        None => None,
+    };
+    let manager = match &redis {
+        Some(backend) => LockManager::builder().backend(backend.clone()),
+        None => ctx.manager.clone(),
+    };
+    let prefix = support::unique("many");
+    const NAMES: usize = 12;
+    let holders: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..NAMES).map(|_| AtomicUsize::new(0)).collect());
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for worker in 0..24usize {
+        let (manager, holders, acquired, prefix) = (
+            manager.clone(),
+            holders.clone(),
+            acquired.clone(),
+            prefix.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for round in 0..25usize {
+                let name = (worker * 7 + round * 5) % NAMES;
+                let guard = manager
+                    .lock(format!("{prefix}:{name}"))
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    holders[name].fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders"
+                );
+                tokio::task::yield_now().await;
+                holders[name].fetch_sub(1, Ordering::SeqCst);
+                assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+                acquired.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(acquired.load(Ordering::SeqCst), 24 * 25);
+    if let Some(backend) = redis {
+        assert!(
+            backend.batched_operations() > 0,
+            "24 concurrent tasks never had their operations batched"
+        );
+    }
+    assert_eq!(manager.stats(), Default::default(), "nothing left behind");
+}
+
 /// fred re-sends a command that was in flight when its connection dropped: every
 /// operation carries the count it expects, so a second delivery changes nothing.
 async fn resent_operations_take_effect_once(kind: Kind) {
@@ -601,4 +660,5 @@ behaviour_suite!(
     names_are_validated_and_any_bytes_work,
     other_owners_cannot_release,
     resent_operations_take_effect_once,
+    concurrent_names_stay_exclusive,
 );

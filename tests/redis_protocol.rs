@@ -8,6 +8,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::redisson::Redisson;
 use support::RedisServer;
+use tower_lock::backend::RedisBackend;
 use tower_lock::{LockError, LockManager, Released};
 
 async fn manager() -> LockManager {
@@ -193,4 +194,63 @@ async fn waiter_retries_when_its_subscriber_reconnects() {
         .unwrap()
         .expect("the waiter acquires after the reconnect");
     guard.release().await.unwrap();
+}
+
+/// Operations that arrive while two sends are on their way go together in one script
+/// call; an operation Redis rejects (its key holds other data) fails alone, with a message
+/// that says why, and the others in its batch succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_operations_go_together_and_fail_alone() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let locks = LockManager::builder().backend(backend.clone());
+    let _: () = admin
+        .set("not-a-lock", "some data", None, None, false)
+        .await
+        .unwrap();
+
+    // Redis is paused: two of three good operations are sent (a send slot each), the
+    // third queues; then the bad one queues behind it.
+    server.pause();
+    let try_lock = |name: &'static str| {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock(name).try_acquire().await })
+    };
+    let mut tasks: Vec<_> = ["first", "second", "third"].map(try_lock).into();
+    support::eventually("both send slots taken, one operation queued", || async {
+        (backend.queued_operations() == 1).then_some(())
+    })
+    .await;
+    tasks.push(try_lock("not-a-lock"));
+    support::eventually("the bad operation queued too", || async {
+        (backend.queued_operations() == 2).then_some(())
+    })
+    .await;
+    let batched_before = backend.batched_operations();
+    server.unpause();
+
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    assert_eq!(backend.batched_operations() - batched_before, 2);
+    assert!(results[..3].iter().all(Result::is_ok), "{results:?}");
+    match &results[3] {
+        Err(LockError::Unavailable(error)) => {
+            let message = format!("{error:#}");
+            assert!(
+                message.contains("not-a-lock") && message.contains("other data"),
+                "{message}"
+            );
+        }
+        other => panic!("expected Unavailable for a key holding a string, got {other:?}"),
+    }
+    let data: String = admin.get("not-a-lock").await.unwrap();
+    assert_eq!(data, "some data", "the other data is untouched");
+    for result in results {
+        if let Ok(guard) = result {
+            assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+        }
+    }
 }

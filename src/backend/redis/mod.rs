@@ -14,11 +14,13 @@ use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::wait::WaitQueues;
 
+mod batch;
 mod connect;
 mod replicas;
 mod scripts;
 mod subscriptions;
 
+use batch::{Batcher, Kind, Operation};
 use connect::{build, servers};
 pub use replicas::{MissingAck, ReplicaAck};
 
@@ -46,9 +48,9 @@ struct Inner {
     replica_ack: Option<ReplicaAck>,
     /// Acquisitions kept although too few replicas acknowledged them.
     unacknowledged: std::sync::atomic::AtomicU64,
-    acquire: Script,
-    release: Script,
-    renew: Script,
+    /// The lock script (see `scripts::batch`).
+    batch: Script,
+    batcher: Batcher,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -122,13 +124,12 @@ impl RedisBackend {
                     fail_fast: true,
                     ..Default::default()
                 },
-                acquire: Script::from_lua(scripts::ACQUIRE),
-                release: Script::from_lua(scripts::release(if sharded {
+                batch: Script::from_lua(scripts::batch(if sharded {
                     "spublish"
                 } else {
                     "publish"
                 })),
-                renew: Script::from_lua(scripts::RENEW),
+                batcher: Batcher::default(),
                 tasks: Mutex::new(Vec::new()),
             }),
         }
@@ -172,50 +173,59 @@ impl RedisBackend {
         &self.inner.client
     }
 
-    /// Runs `script` by EVALSHA; loads it and runs it again when the server does not know
-    /// it (after a restart or `SCRIPT FLUSH`). `args` builds the keys and arguments (twice
-    /// only in that case).
-    fn eval<R, A>(
-        &self,
-        script: fn(&Inner) -> &Script,
-        args: A,
-    ) -> BoxFuture<Result<R, BackendError>>
+    /// How many lock operations were sent together with others (group commit under
+    /// load).
+    pub fn batched_operations(&self) -> u64 {
+        self.inner.batcher.batched()
+    }
+
+    /// How many lock operations wait for a send slot now (two sends are on their way
+    /// at most; the next operations go together when one returns).
+    pub fn queued_operations(&self) -> usize {
+        self.inner.batcher.queued()
+    }
+
+    fn submit(&self, operation: Operation) -> BoxFuture<Result<i64, BackendError>> {
+        Box::pin(batch::submit(self.inner.clone(), operation))
+    }
+}
+
+impl Inner {
+    /// Runs the batch script by EVALSHA; loads it and runs it again when the server does
+    /// not know it (after a restart or `SCRIPT FLUSH`). `args` builds the keys and
+    /// arguments (twice only in that case).
+    async fn eval_batch<A>(&self, args: A) -> Result<Vec<Value>, BackendError>
     where
-        R: FromValue + Send + 'static,
-        A: Fn() -> (Vec<String>, Vec<Value>) + Send + 'static,
+        A: Fn() -> (Vec<String>, Vec<Value>),
     {
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let script = script(&inner);
-            let client = inner.client.with_options(&inner.options);
-            let (keys, values) = args();
-            let result = match client
-                .evalsha::<R, _, _, _>(script.sha1().clone(), keys, values)
-                .await
-            {
-                Err(e) if e.details().starts_with("NOSCRIPT") => {
-                    tracing::debug!(
-                        "Redis lost the lock scripts (restart or SCRIPT FLUSH); reloading"
-                    );
-                    let lua = script.lua().cloned().unwrap_or_default();
-                    // On a cluster, load it on every primary (the key's node may change).
-                    let loaded = if inner.client.is_clustered() {
-                        inner.client.script_load_cluster::<(), _>(lua).await
-                    } else {
-                        client.script_load::<(), _>(lua).await
-                    };
-                    match loaded {
-                        Ok(()) => {
-                            let (keys, values) = args();
-                            client.evalsha(script.sha1().clone(), keys, values).await
-                        }
-                        Err(e) => Err(e),
+        let client = self.client.with_options(&self.options);
+        let (keys, values) = args();
+        let result = match client
+            .evalsha::<Vec<Value>, _, _, _>(self.batch.sha1().clone(), keys, values)
+            .await
+        {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                tracing::debug!("Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
+                let lua = self.batch.lua().cloned().unwrap_or_default();
+                // On a cluster, load it on every primary (the key's node may change).
+                let loaded = if self.client.is_clustered() {
+                    self.client.script_load_cluster::<(), _>(lua).await
+                } else {
+                    client.script_load::<(), _>(lua).await
+                };
+                match loaded {
+                    Ok(()) => {
+                        let (keys, values) = args();
+                        client
+                            .evalsha(self.batch.sha1().clone(), keys, values)
+                            .await
                     }
+                    Err(e) => Err(e),
                 }
-                other => other,
-            };
-            result.map_err(|e| BackendError::with_source("Redis command failed", e))
-        })
+            }
+            other => other,
+        };
+        result.map_err(|e| BackendError::with_source("Redis command failed", e))
     }
 }
 
@@ -239,10 +249,6 @@ impl Drop for Inner {
     }
 }
 
-fn millis(d: Duration) -> Value {
-    Value::Integer(d.as_millis().clamp(1, i64::MAX as u128) as i64)
-}
-
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
         // Replica acknowledgement concerns new holders only (a reentry changes no owner).
@@ -259,53 +265,41 @@ impl Backend for RedisBackend {
                     args.lease,
                 )
             });
-        let reply = self.eval::<Option<i64>, _>(
-            |i| &i.acquire,
-            move || {
-                (
-                    vec![args.key.as_str().to_owned()],
-                    vec![
-                        millis(args.lease),
-                        args.owner.as_str().into(),
-                        Value::Integer(args.expected.into()),
-                    ],
-                )
-            },
-        );
+        let reply = self.submit(Operation {
+            kind: Kind::Acquire,
+            key: args.key,
+            owner: args.owner,
+            lease: args.lease,
+            expected: args.expected,
+        });
         Box::pin(async move {
             Ok(match reply.await? {
-                None => match ack {
+                scripts::ACQUIRED => match ack {
                     Some((ack, backend, key, owner, lease)) => {
                         backend.await_replicas(ack, key, owner, lease).await?
                     }
                     None => Attempt::Acquired,
                 },
-                Some(-3) => Attempt::Lost,
-                Some(pttl) if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
-                Some(_) => Attempt::Busy(None),
+                scripts::LOST => Attempt::Lost,
+                pttl if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
+                _ => Attempt::Busy(None),
             })
         })
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
-        let reply = self.eval::<Option<i64>, _>(
-            |i| &i.release,
-            move || {
-                (
-                    vec![args.key.as_str().to_owned(), args.key.channel()],
-                    vec![
-                        millis(args.lease),
-                        args.owner.as_str().into(),
-                        Value::Integer(args.expected.into()),
-                    ],
-                )
-            },
-        );
+        let reply = self.submit(Operation {
+            kind: Kind::Release,
+            key: args.key,
+            owner: args.owner,
+            lease: args.lease,
+            expected: args.expected,
+        });
         Box::pin(async move {
             Ok(match reply.await? {
-                None => Released::NotHeld,
-                Some(0) => Released::StillHeld,
-                Some(_) => Released::Unlocked,
+                scripts::NOT_HELD => Released::NotHeld,
+                0 => Released::StillHeld,
+                _ => Released::Unlocked,
             })
         })
     }
@@ -316,15 +310,13 @@ impl Backend for RedisBackend {
         owner: OwnerId,
         lease: Duration,
     ) -> BoxFuture<Result<bool, BackendError>> {
-        let reply = self.eval::<i64, _>(
-            |i| &i.renew,
-            move || {
-                (
-                    vec![key.as_str().to_owned()],
-                    vec![millis(lease), owner.as_str().into()],
-                )
-            },
-        );
+        let reply = self.submit(Operation {
+            kind: Kind::Renew,
+            key,
+            owner,
+            lease,
+            expected: 0,
+        });
         Box::pin(async move { Ok(reply.await? == 1) })
     }
 

@@ -13,64 +13,104 @@
 //!
 //! Each `redis.call` costs Redis a few thousand instructions (measured with callgrind), so
 //! the common paths make as few as they can: acquiring a free lock makes three, the last
-//! release three. User input (lock names, owner ids) only ever arrives as `KEYS`/`ARGV`.
+//! release three; and one script runs a whole batch of operations, so that its fixed cost
+//! (and a round trip) is shared under load. User input (lock names, owner ids) only ever
+//! arrives as `KEYS`/`ARGV`.
 
-/// KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner, ARGV[3] holds the owner has already.
-/// Returns nil when acquired, the holder's PTTL when busy, -3 when a reentrant
-/// acquisition (ARGV[3] > 0) finds the owner no longer holds the lock.
-pub(crate) const ACQUIRE: &str = r#"
-if ARGV[3] == '0' then
-  if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('hset', KEYS[1], ARGV[2], '1')
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
-  end
-  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then return nil end
-  return redis.call('pttl', KEYS[1])
-end
-local expected = tonumber(ARGV[3])
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or 0)
-if count == expected then
-  redis.call('hincrby', KEYS[1], ARGV[2], '1')
-elseif count ~= expected + 1 then
-  return -3
-end
-redis.call('pexpire', KEYS[1], ARGV[1])
-return nil
-"#;
+/// Codes in a batch's reply (besides a PTTL, 0 and 1).
+pub(crate) const ACQUIRED: i64 = -1;
+/// Acquire: busy, and the holder's lock has no expiry.
+pub(crate) const BUSY_FOREVER: i64 = -2;
+/// Acquire: a reentry found that the owner no longer holds the lock.
+pub(crate) const LOST: i64 = -3;
+/// Release: the owner does not hold the lock.
+pub(crate) const NOT_HELD: i64 = -1;
 
-/// KEYS[1] lock, KEYS[2] channel; ARGV[1] lease ms, ARGV[2] owner, ARGV[3] holds the
-/// owner has before this release. Returns nil when the owner does not hold the lock, 0
-/// when a reentrant hold remains, 1 when the lock was deleted and the unlock message
-/// (Redisson's UNLOCK, `0`) published with `publish` (PUBLISH or SPUBLISH).
-pub(crate) fn release(publish: &str) -> String {
+/// Runs a batch of lock operations in one call (group commit: under load, many requests'
+/// operations share one round trip and one script run).
+///
+/// KEYS, per operation: the lock, and for a release also its channel. ARGV, per operation:
+/// kind (`a` acquire, `r` release, `n` renew), lease ms, owner, expected count (an
+/// acquisition: the holds the owner has already; a release: the holds before it).
+///
+/// Returns one value per operation:
+/// - acquire: [`ACQUIRED`], the holder's PTTL when busy, [`BUSY_FOREVER`], or [`LOST`];
+/// - release: [`NOT_HELD`], 0 when a reentrant hold remains, 1 when the lock was deleted
+///   and Redisson's UNLOCK message (`0`) published with `publish` (PUBLISH or SPUBLISH);
+/// - renew: 1 when renewed, 0 when the owner no longer holds the lock;
+/// - or an error message (a string) when Redis rejected that operation (the key holds
+///   other data); the other operations of the batch are not affected.
+pub(crate) fn batch(publish: &str) -> String {
     format!(
         r#"
-local count = redis.call('hget', KEYS[1], ARGV[2])
-if not count then return nil end
-count = tonumber(count)
-if count == tonumber(ARGV[3]) - 1 then return 0 end
-if count > 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], '-1')
-  redis.call('pexpire', KEYS[1], ARGV[1])
+local function acquire(key, lease, owner, expected)
+  if expected == '0' then
+    if redis.call('exists', key) == 0 then
+      redis.call('hset', key, owner, '1')
+      redis.call('pexpire', key, lease)
+      return {ACQUIRED}
+    end
+    if redis.call('hexists', key, owner) == 1 then return {ACQUIRED} end
+    local pttl = redis.call('pttl', key)
+    if pttl < 0 then return {BUSY_FOREVER} end
+    return pttl
+  end
+  expected = tonumber(expected)
+  local count = tonumber(redis.call('hget', key, owner) or 0)
+  if count == expected then
+    redis.call('hincrby', key, owner, '1')
+  elseif count ~= expected + 1 then
+    return {LOST}
+  end
+  redis.call('pexpire', key, lease)
+  return {ACQUIRED}
+end
+local function release(key, channel, lease, owner, expected)
+  local count = redis.call('hget', key, owner)
+  if not count then return {NOT_HELD} end
+  count = tonumber(count)
+  if count == tonumber(expected) - 1 then return 0 end
+  if count > 1 then
+    redis.call('hincrby', key, owner, '-1')
+    redis.call('pexpire', key, lease)
+    return 0
+  end
+  redis.call('del', key)
+  redis.call('{publish}', channel, '{UNLOCK_MESSAGE}')
+  return 1
+end
+local function renew(key, lease, owner)
+  if redis.call('hexists', key, owner) == 1 then
+    redis.call('pexpire', key, lease)
+    return 1
+  end
   return 0
 end
-redis.call('del', KEYS[1])
-redis.call('{publish}', KEYS[2], '{UNLOCK_MESSAGE}')
-return 1
+local results = {{}}
+local k = 1
+for i = 1, #ARGV, 4 do
+  local kind, lease, owner, expected = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local ok, result
+  if kind == 'a' then
+    ok, result = pcall(acquire, KEYS[k], lease, owner, expected)
+    k = k + 1
+  elseif kind == 'r' then
+    ok, result = pcall(release, KEYS[k], KEYS[k + 1], lease, owner, expected)
+    k = k + 2
+  else
+    ok, result = pcall(renew, KEYS[k], lease, owner)
+    k = k + 1
+  end
+  if not ok then
+    if type(result) == 'table' then result = result.err end
+    result = tostring(result)
+  end
+  results[#results + 1] = result
+end
+return results
 "#
     )
 }
-
-/// KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner. Returns 1 when renewed, 0 when the
-/// owner no longer holds the lock.
-pub(crate) const RENEW: &str = r#"
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return 1
-end
-return 0
-"#;
 
 /// Redisson's UNLOCK message: wakes one waiter per process.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";

@@ -1,0 +1,284 @@
+//! Group commit: lock operations that arrive while another is on its way to Redis are
+//! sent together, in one script call, as soon as it returns.
+//!
+//! An operation that finds nothing outstanding is sent at once (no extra task hop, so an
+//! uncontended lock costs one round trip as before). Under load the operations of many
+//! requests share one round trip and one script run, which is most of what a lock costs
+//! Redis and the client (each command costs fred a channel hop, an encoding and often a
+//! write syscall; each script call costs Redis a fixed overhead).
+//!
+//! Each operation carries the count it expects (see `scripts`), so a batch that fred
+//! re-sends after a reconnect applies at most once, like a single operation.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::prelude::*;
+use tokio::sync::oneshot;
+
+use super::Inner;
+use crate::error::BackendError;
+use crate::key::{LockKey, OwnerId};
+
+/// The most operations one script call carries (a bound on how long it runs in Redis).
+const MAX_BATCH: usize = 128;
+
+/// Sends on their way at once; the next operations wait and go together.
+///
+/// Measured with 64 concurrent workers on 2 cores: no batching 28–34k lock+unlock/s, one
+/// send at a time 36–42k/s, two 49–54k/s, three no better than two.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// One lock operation for the batch script.
+pub(super) struct Operation {
+    pub(super) kind: Kind,
+    pub(super) key: LockKey,
+    pub(super) owner: OwnerId,
+    pub(super) lease: Duration,
+    pub(super) expected: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Acquire,
+    Release,
+    Renew,
+}
+
+impl Kind {
+    fn code(self) -> &'static str {
+        match self {
+            Kind::Acquire => "a",
+            Kind::Release => "r",
+            Kind::Renew => "n",
+        }
+    }
+}
+
+type Reply = Result<i64, BackendError>;
+
+struct Queued {
+    operation: Operation,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// Operations waiting for a send slot.
+#[derive(Default)]
+pub(super) struct Batcher {
+    state: Mutex<State>,
+    lease: Mutex<Option<(u64, Value)>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Sends (single or batch) on their way to Redis.
+    in_flight: usize,
+    queue: Vec<Queued>,
+    /// Operations sent in a batch of more than one (for tests and tuning).
+    batched: u64,
+}
+
+impl Batcher {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many operations were sent together with others.
+    pub(super) fn batched(&self) -> u64 {
+        self.state().batched
+    }
+
+    /// How many operations wait for a send slot now.
+    pub(super) fn queued(&self) -> usize {
+        self.state().queue.len()
+    }
+
+    /// A lease in milliseconds as text; the last one is kept (a manager mostly uses one).
+    fn lease_text(&self, lease: Duration) -> Value {
+        let millis = lease.as_millis().clamp(1, i64::MAX as u128) as u64;
+        let mut last = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+        match &*last {
+            Some((cached, text)) if *cached == millis => text.clone(),
+            _ => {
+                let text = Value::from(millis.to_string());
+                *last = Some((millis, text.clone()));
+                text
+            }
+        }
+    }
+}
+
+/// Sends `operation` now if a send slot is free, else with the next batch.
+pub(super) async fn submit(inner: Arc<Inner>, operation: Operation) -> Reply {
+    let queued = {
+        let mut state = inner.batcher.state();
+        if state.in_flight < MAX_IN_FLIGHT && state.queue.is_empty() {
+            state.in_flight += 1;
+            Ok(operation)
+        } else {
+            let (reply, receiver) = oneshot::channel();
+            state.queue.push(Queued { operation, reply });
+            Err(receiver)
+        }
+    };
+    match queued {
+        Ok(operation) => {
+            // Whatever happens to this future, its slot is handed on once the send is over.
+            let _slot = Slot(inner.clone());
+            let mut replies = send(&inner, vec![operation]).await;
+            replies.pop().unwrap_or_else(|| Err(missing_reply()))
+        }
+        Err(receiver) => receiver.await.unwrap_or_else(|_| Err(missing_reply())),
+    }
+}
+
+fn missing_reply() -> BackendError {
+    BackendError::new("the lock operation was abandoned before Redis answered")
+}
+
+/// A send slot, freed on drop: the queue gets it.
+struct Slot(Arc<Inner>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut state = self.0.batcher.state();
+        state.in_flight -= 1;
+        send_queued(&self.0, &mut state);
+    }
+}
+
+/// Sends queued operations in batches while send slots are free.
+fn send_queued(inner: &Arc<Inner>, state: &mut State) {
+    while state.in_flight < MAX_IN_FLIGHT {
+        // Callers that went away before their operation was sent: nothing to do.
+        state.queue.retain(|queued| !queued.reply.is_closed());
+        if state.queue.is_empty() {
+            return;
+        }
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime,
+            Err(_) => {
+                // No runtime (dropped at shutdown): the queued callers learn it at once.
+                for queued in state.queue.drain(..) {
+                    let _ = queued
+                        .reply
+                        .send(Err(BackendError::new("the Tokio runtime is gone")));
+                }
+                return;
+            }
+        };
+        let take = state.queue.len().min(MAX_BATCH);
+        if take > 1 {
+            state.batched += take as u64;
+        }
+        let batch: Vec<Queued> = state.queue.drain(..take).collect();
+        state.in_flight += 1;
+        let inner = inner.clone();
+        runtime.spawn(async move {
+            let slot = Slot(inner.clone());
+            let (operations, senders): (Vec<_>, Vec<_>) = batch
+                .into_iter()
+                .map(|queued| (queued.operation, queued.reply))
+                .unzip();
+            let replies = send(&inner, operations).await;
+            for (sender, reply) in senders.into_iter().zip(replies) {
+                let _ = sender.send(reply);
+            }
+            drop(slot);
+        });
+    }
+}
+
+/// A count as text (rendering integers costs fred a logarithm each; small ones are static).
+fn count_text(count: u32) -> Value {
+    match count {
+        0 => Value::from_static_str("0"),
+        1 => Value::from_static_str("1"),
+        2 => Value::from_static_str("2"),
+        3 => Value::from_static_str("3"),
+        _ => Value::from(count.to_string()),
+    }
+}
+
+/// Runs `operations` in script calls (one per cluster slot) and returns one reply each.
+async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
+    if !inner.client.is_clustered() || operations.len() == 1 {
+        return call(inner, &operations).await;
+    }
+    // Keys of one script call must share a slot: one call per slot, all at once.
+    let mut slots: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (index, operation) in operations.iter().enumerate() {
+        let slot = fred::util::redis_keyslot(operation.key.as_str().as_bytes());
+        match slots.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, indexes)) => indexes.push(index),
+            None => slots.push((slot, vec![index])),
+        }
+    }
+    let mut operations: Vec<Option<Operation>> = operations.into_iter().map(Some).collect();
+    let mut calls = tokio::task::JoinSet::new();
+    for (_, indexes) in slots {
+        let group: Vec<Operation> = indexes
+            .iter()
+            .map(|&i| operations[i].take().expect("each operation is in one slot"))
+            .collect();
+        let inner = inner.clone();
+        calls.spawn(async move { (indexes, call(&inner, &group).await) });
+    }
+    let mut replies: Vec<Option<Reply>> = (0..operations.len()).map(|_| None).collect();
+    while let Some(done) = calls.join_next().await {
+        if let Ok((indexes, group_replies)) = done {
+            for (index, reply) in indexes.into_iter().zip(group_replies) {
+                replies[index] = Some(reply);
+            }
+        }
+    }
+    replies
+        .into_iter()
+        .map(|reply| reply.unwrap_or_else(|| Err(missing_reply())))
+        .collect()
+}
+
+/// One script call for `operations` (all in one slot).
+async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
+    let arguments = || {
+        let mut keys = Vec::with_capacity(operations.len() * 2);
+        let mut values = Vec::with_capacity(operations.len() * 4);
+        for operation in operations {
+            keys.push(operation.key.as_str().to_owned());
+            if operation.kind == Kind::Release {
+                keys.push(operation.key.channel());
+            }
+            values.push(Value::from_static_str(operation.kind.code()));
+            values.push(inner.batcher.lease_text(operation.lease));
+            values.push(operation.owner.as_str().into());
+            values.push(count_text(operation.expected));
+        }
+        (keys, values)
+    };
+    match inner.eval_batch(arguments).await {
+        Ok(values) if values.len() == operations.len() => values
+            .into_iter()
+            .zip(operations)
+            .map(|(value, operation)| match value {
+                Value::Integer(code) => Ok(code),
+                other => Err(BackendError::new(format!(
+                    "Redis rejected the lock operation on `{}`: {} (does the key hold other data?)",
+                    operation.key,
+                    other.as_string().unwrap_or_default()
+                ))),
+            })
+            .collect(),
+        Ok(values) => {
+            let error = format!(
+                "Redis answered {} results for {} lock operations",
+                values.len(),
+                operations.len()
+            );
+            operations
+                .iter()
+                .map(|_| Err(BackendError::new(error.clone())))
+                .collect()
+        }
+        Err(error) => operations.iter().map(|_| Err(error.clone())).collect(),
+    }
+}
