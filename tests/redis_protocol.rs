@@ -248,9 +248,7 @@ async fn queued_operations_go_together_and_fail_alone() {
     }
     let data: String = admin.get("not-a-lock").await.unwrap();
     assert_eq!(data, "some data", "the other data is untouched");
-    for result in results {
-        if let Ok(guard) = result {
-            assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
-        }
+    for guard in results.into_iter().flatten() {
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
 }
