@@ -3,9 +3,11 @@
 //! The layout follows Redisson's `RLock` so that a Java service using Redisson and a Rust
 //! service using tower-lock exclude each other on the same name (see the crate docs).
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::LockError;
 
@@ -16,8 +18,64 @@ pub const DEFAULT_MAX_NAME_LEN: usize = 1024;
 ///
 /// Cheap to clone. Any bytes are allowed except an empty name; they only ever reach Redis
 /// as data (`KEYS`/`ARGV`), never as script text.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct LockKey(Arc<str>);
+#[derive(Clone)]
+pub struct LockKey(Arc<str>, u64);
+
+impl PartialEq for LockKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.1 == other.1 && self.0 == other.0
+    }
+}
+
+impl Eq for LockKey {}
+
+impl Hash for LockKey {
+    /// Writes the key's hash, computed once when the key was made (a key is looked up in
+    /// several maps per acquisition).
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.1);
+    }
+}
+
+/// Hashes a key's text with a per-process random SipHash key (lock names come from
+/// requests: a keyed hash keeps colliding names from being chosen on purpose).
+fn key_hash(text: &str) -> u64 {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one(text)
+}
+
+impl LockKey {
+    fn from_text(text: Arc<str>) -> Self {
+        let hash = key_hash(&text);
+        LockKey(text, hash)
+    }
+}
+
+/// For maps keyed by [`LockKey`]: uses the hash the key carries instead of hashing again.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only keys are hashed with it, and they write a single u64; fold anything else.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+/// A map keyed by lock keys.
+pub(crate) type KeyMap<V> = HashMap<LockKey, V, BuildHasherDefault<KeyHasher>>;
+/// A set of lock keys.
+pub(crate) type KeySet = HashSet<LockKey, BuildHasherDefault<KeyHasher>>;
 
 impl LockKey {
     /// Builds `prefix + name`, rejecting an empty name or one longer than `max_len` bytes.
@@ -38,7 +96,7 @@ impl LockKey {
         let mut key = String::with_capacity(prefix.len() + name.len());
         key.push_str(prefix);
         key.push_str(name);
-        Ok(LockKey(key.into()))
+        Ok(LockKey::from_text(key.into()))
     }
 
     /// The full key as stored in Redis (the hash that holds the lock).
@@ -61,7 +119,7 @@ impl LockKey {
             _ if has_braces(inner) => inner,
             _ => return None,
         };
-        Some(LockKey(key.into()))
+        Some(LockKey::from_text(key.into()))
     }
 
     /// The Redis Cluster hash tag of the key, if it has one (the text between the first
@@ -155,7 +213,23 @@ impl Ids {
     }
 
     pub(crate) fn next_owner(&self) -> OwnerId {
-        OwnerId(format!("{}:{}", self.manager, self.next_number()).into())
+        // Written by hand: `format!` costs several times more, once per acquisition.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut number = self.next_number();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (number % 10) as u8;
+            number /= 10;
+            if number == 0 {
+                break;
+            }
+        }
+        let mut id = String::with_capacity(self.manager.len() + 1 + digits.len() - at);
+        id.push_str(&self.manager);
+        id.push(':');
+        id.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+        OwnerId(id.into())
     }
 
     fn next_number(&self) -> u64 {

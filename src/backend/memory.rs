@@ -2,7 +2,6 @@
 //! expire, FIFO wake-one waiting and a loss signal. The embedded default for examples,
 //! tests and single-process services.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,7 +9,7 @@ use tokio::time::Instant;
 
 use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs};
 use crate::error::{BackendError, Released};
-use crate::key::{LockKey, OwnerId};
+use crate::key::{KeyMap, LockKey, OwnerId};
 use crate::wait::WaitQueues;
 
 /// Locks held in this process's memory.
@@ -32,7 +31,7 @@ pub struct MemoryBackend {
 
 #[derive(Default, Debug)]
 struct Locks {
-    held: HashMap<LockKey, Hold>,
+    held: KeyMap<Hold>,
     /// Size of `held` after the last sweep of expired entries.
     swept_at: usize,
 }

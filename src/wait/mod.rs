@@ -5,14 +5,14 @@
 //! the holder's lease as last reported. So the backend work per hand-over does not grow
 //! with the number of local waiters, and a newcomer never overtakes a queued waiter.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::key::LockKey;
+use crate::key::{KeyMap, KeySet, LockKey};
 
 mod ticket;
 
@@ -38,12 +38,12 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    queues: HashMap<LockKey, Queue>,
+    queues: KeyMap<Queue>,
     /// Locks held by this process (number of holders; more than one only across a
     /// hand-over): a newcomer queues behind them instead of trying in vain.
-    held: HashMap<LockKey, u32>,
+    held: KeyMap<u32>,
     /// Names whose wanted subscription may differ from the backend's.
-    changes: HashSet<LockKey>,
+    changes: KeySet,
 }
 
 struct Queue {

@@ -45,12 +45,19 @@ pub(super) enum Kind {
     Renew,
 }
 
-impl Kind {
-    fn code(self) -> &'static str {
-        match self {
-            Kind::Acquire => "a",
-            Kind::Release => "r",
-            Kind::Renew => "n",
+impl Operation {
+    /// What the script does (see `scripts::batch`); small counts are static text
+    /// (rendering an integer costs fred a logarithm).
+    fn op_text(&self) -> Value {
+        match (self.kind, self.expected) {
+            (Kind::Renew, _) => Value::from_static_str("r"),
+            (Kind::Acquire, 0) => Value::from_static_str("0"),
+            (Kind::Acquire, 1) => Value::from_static_str("1"),
+            (Kind::Acquire, 2) => Value::from_static_str("2"),
+            (Kind::Acquire, n) => Value::from(n.to_string()),
+            (Kind::Release, 1) => Value::from_static_str("-1"),
+            (Kind::Release, 2) => Value::from_static_str("-2"),
+            (Kind::Release, n) => Value::from(format!("-{n}")),
         }
     }
 }
@@ -125,7 +132,7 @@ pub(super) async fn submit(inner: Arc<Inner>, operation: Operation) -> Reply {
         Ok(operation) => {
             // Whatever happens to this future, its slot is handed on once the send is over.
             let _slot = Slot(inner.clone());
-            let mut replies = send(&inner, vec![operation]).await;
+            let mut replies = call(&inner, std::slice::from_ref(&operation)).await;
             replies.pop().unwrap_or_else(|| Err(missing_reply()))
         }
         Err(receiver) => receiver.await.unwrap_or_else(|_| Err(missing_reply())),
@@ -189,17 +196,6 @@ fn send_queued(inner: &Arc<Inner>, state: &mut State) {
     }
 }
 
-/// A count as text (rendering integers costs fred a logarithm each; small ones are static).
-fn count_text(count: u32) -> Value {
-    match count {
-        0 => Value::from_static_str("0"),
-        1 => Value::from_static_str("1"),
-        2 => Value::from_static_str("2"),
-        3 => Value::from_static_str("3"),
-        _ => Value::from(count.to_string()),
-    }
-}
-
 /// Runs `operations` in script calls (one per cluster slot) and returns one reply each.
 async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
     if !inner.client.is_clustered() || operations.len() == 1 {
@@ -242,33 +238,38 @@ async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
 async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
     let arguments = || {
         let mut keys = Vec::with_capacity(operations.len() * 2);
-        let mut values = Vec::with_capacity(operations.len() * 4);
+        let mut values = Vec::with_capacity(operations.len() * 3);
         for operation in operations {
             keys.push(operation.key.as_str().to_owned());
             if operation.kind == Kind::Release {
                 keys.push(operation.key.channel());
             }
-            values.push(Value::from_static_str(operation.kind.code()));
             values.push(inner.batcher.lease_text(operation.lease));
             values.push(operation.owner.as_str().into());
-            values.push(count_text(operation.expected));
+            values.push(operation.op_text());
         }
         (keys, values)
     };
+    let reply = |value: Value, operation: &Operation| match value {
+        Value::Integer(code) => Ok(code),
+        other => Err(BackendError::new(format!(
+            "Redis rejected the lock operation on `{}`: {} (does the key hold other data?)",
+            operation.key,
+            other.as_string().unwrap_or_default()
+        ))),
+    };
     match inner.eval_batch(arguments).await {
-        Ok(values) if values.len() == operations.len() => values
+        // A single operation's reply comes bare.
+        Ok(value) if operations.len() == 1 && !matches!(value, Value::Array(_)) => {
+            vec![reply(value, &operations[0])]
+        }
+        Ok(Value::Array(values)) if values.len() == operations.len() => values
             .into_iter()
             .zip(operations)
-            .map(|(value, operation)| match value {
-                Value::Integer(code) => Ok(code),
-                other => Err(BackendError::new(format!(
-                    "Redis rejected the lock operation on `{}`: {} (does the key hold other data?)",
-                    operation.key,
-                    other.as_string().unwrap_or_default()
-                ))),
-            })
+            .map(|(value, operation)| reply(value, operation))
             .collect(),
-        Ok(values) => {
+        Ok(value) => {
+            let values = value.into_array();
             let error = format!(
                 "Redis answered {} results for {} lock operations",
                 values.len(),

@@ -194,14 +194,14 @@ impl Inner {
     /// Runs the batch script by EVALSHA; loads it and runs it again when the server does
     /// not know it (after a restart or `SCRIPT FLUSH`). `args` builds the keys and
     /// arguments (twice only in that case).
-    async fn eval_batch<A>(&self, args: A) -> Result<Vec<Value>, BackendError>
+    async fn eval_batch<A>(&self, args: A) -> Result<Value, BackendError>
     where
         A: Fn() -> (Vec<String>, Vec<Value>),
     {
         let client = self.client.with_options(&self.options);
         let (keys, values) = args();
         let result = match client
-            .evalsha::<Vec<Value>, _, _, _>(self.batch.sha1().clone(), keys, values)
+            .evalsha::<Value, _, _, _>(self.batch.sha1().clone(), keys, values)
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {

@@ -1,7 +1,7 @@
 //! Keeps the subscriber connection's channels in step with the names that have local
 //! waiters, and turns unlock messages, reconnects and cluster changes into wake-ups.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
@@ -11,7 +11,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use crate::key::LockKey;
+use crate::key::{KeySet, LockKey};
 use crate::wait::WaitQueues;
 
 /// The subscriber connection, classic or sharded.
@@ -111,7 +111,7 @@ pub(super) fn spawn(
 /// the last one leaves. Changes are batched: one SUBSCRIBE / UNSUBSCRIBE (per slot when
 /// sharded) for all names that changed meanwhile, sent in order from this one task.
 async fn follow_waiters(channels: Channels, queues: WaitQueues) {
-    let mut subscribed: HashSet<LockKey> = HashSet::new();
+    let mut subscribed = KeySet::default();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
     loop {
