@@ -51,6 +51,24 @@ impl LockKey {
     }
 }
 
+/// `parts` joined into one shared string, with one allocation when it is short (keys and
+/// owner ids are made once per acquisition).
+fn joined(parts: &[&str]) -> Arc<str> {
+    let len = parts.iter().map(|part| part.len()).sum();
+    let mut buffer = [0u8; 256];
+    if len > buffer.len() {
+        return parts.concat().into();
+    }
+    let mut at = 0;
+    for part in parts {
+        buffer[at..at + part.len()].copy_from_slice(part.as_bytes());
+        at += part.len();
+    }
+    std::str::from_utf8(&buffer[..len])
+        .expect("joined from whole strs")
+        .into()
+}
+
 /// For maps keyed by [`LockKey`]: uses the hash the key carries instead of hashing again.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct KeyHasher(u64);
@@ -93,10 +111,7 @@ impl LockKey {
                 ),
             });
         }
-        let mut key = String::with_capacity(prefix.len() + name.len());
-        key.push_str(prefix);
-        key.push_str(name);
-        Ok(LockKey::from_text(key.into()))
+        Ok(LockKey::from_text(joined(&[prefix, name])))
     }
 
     /// The full key as stored in Redis (the hash that holds the lock).
@@ -225,11 +240,8 @@ impl Ids {
                 break;
             }
         }
-        let mut id = String::with_capacity(self.manager.len() + 1 + digits.len() - at);
-        id.push_str(&self.manager);
-        id.push(':');
-        id.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
-        OwnerId(id.into())
+        let number = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
+        OwnerId(joined(&[&self.manager, ":", number]))
     }
 
     fn next_number(&self) -> u64 {
