@@ -58,7 +58,7 @@ pub async fn run_all(scale: Scale) {
         s3(&url, scale, &mut report).await;
     }
     if wanted("s4") {
-        s4(&url, scale, floor, &mut report).await;
+        s4(&url, scale, &mut report).await;
     }
     if wanted("s5") {
         s5(&url, &admin, scale, &mut report).await;
@@ -530,7 +530,7 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
     let backend = RedisBackend::connect(url).await.expect("connect");
     let client = backend.client().clone();
     let locks = LockManager::builder().backend(backend);
-    let eval_rate = throughput(scale.s3_duration, move |_| {
+    let eval_op = move |_| {
         let client = client.clone();
         async move {
             let _: i64 = client
@@ -538,11 +538,10 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
                 .await
                 .unwrap();
         }
-    })
-    .await;
-    let lock_rate = {
+    };
+    let lock_op = {
         let locks = locks.clone();
-        throughput(scale.s3_duration, move |n| {
+        move |n| {
             let locks = locks.clone();
             async move {
                 let guard = locks
@@ -553,9 +552,9 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
                     .unwrap();
                 guard.release().await.unwrap();
             }
-        })
-        .await
+        }
     };
+    let (eval_rate, lock_rate) = interleaved(scale.s3_duration, eval_op, lock_op).await;
     report.add(
         "S3 redis",
         "EVAL throughput, 64 workers (floor)",
@@ -574,15 +573,14 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
 
     let mutexes: Arc<Vec<tokio::sync::Mutex<()>>> =
         Arc::new((0..10_000).map(|_| tokio::sync::Mutex::new(())).collect());
-    let mutex_rate = throughput(scale.s3_duration, move |n| {
+    let mutex_op = move |n: u64| {
         let mutexes = mutexes.clone();
         async move {
             drop(mutexes[(n % 10_000) as usize].lock().await);
         }
-    })
-    .await;
+    };
     let memory = LockManager::memory();
-    let memory_rate = throughput(scale.s3_duration, move |n| {
+    let memory_op = move |n| {
         let memory = memory.clone();
         async move {
             let guard = memory
@@ -593,8 +591,8 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
                 .unwrap();
             guard.release().await.unwrap();
         }
-    })
-    .await;
+    };
+    let (mutex_rate, memory_rate) = interleaved(scale.s3_duration, mutex_op, memory_op).await;
     report.add(
         "S3 memory",
         "tokio Mutex throughput, 64 workers (floor)",
@@ -610,8 +608,34 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
     );
 }
 
-/// Operations per second of 64 workers calling `op(random)` for `duration`.
-async fn throughput<F, Fut>(duration: Duration, op: F) -> f64
+/// Rounds in which the variants of a throughput comparison take turns, so that a machine
+/// whose speed drifts during the run favours none of them.
+const ROUNDS: u32 = 5;
+
+/// Operations per second of `a` and of `b`, each run for `duration` in all, taking turns.
+async fn interleaved<A, FA, B, FB>(duration: Duration, a: A, b: B) -> (f64, f64)
+where
+    A: Fn(u64) -> FA + Clone + Send + 'static,
+    FA: std::future::Future<Output = ()> + Send,
+    B: Fn(u64) -> FB + Clone + Send + 'static,
+    FB: std::future::Future<Output = ()> + Send,
+{
+    let slice = duration / ROUNDS;
+    let (mut count_a, mut time_a, mut count_b, mut time_b) = (0, Duration::ZERO, 0, Duration::ZERO);
+    for round in 0..u64::from(ROUNDS) {
+        let (n, t) = run_for(slice, round, a.clone()).await;
+        (count_a, time_a) = (count_a + n, time_a + t);
+        let (n, t) = run_for(slice, round, b.clone()).await;
+        (count_b, time_b) = (count_b + n, time_b + t);
+    }
+    (
+        count_a as f64 / time_a.as_secs_f64(),
+        count_b as f64 / time_b.as_secs_f64(),
+    )
+}
+
+/// Operations completed by 64 workers calling `op(random)` for `duration`, and the time.
+async fn run_for<F, Fut>(duration: Duration, round: u64, op: F) -> (u64, Duration)
 where
     F: Fn(u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -622,8 +646,8 @@ where
         .map(|worker| {
             let op = op.clone();
             tokio::spawn(async move {
-                let mut state =
-                    0x9E37_79B9_7F4A_7C15u64 ^ (worker + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
+                let seed = (round * 64 + worker + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
+                let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
                 let mut count = 0u64;
                 while Instant::now() < end {
                     op(next_random(&mut state)).await;
@@ -637,13 +661,15 @@ where
     for task in tasks {
         total += task.await.unwrap();
     }
-    total as f64 / start.elapsed().as_secs_f64()
+    (total, start.elapsed())
 }
 
 /// S4: HTTP overhead of the layer, Redis and memory, against no lock.
-async fn s4(url: &str, scale: Scale, floor: Duration, report: &mut Report) {
+async fn s4(url: &str, scale: Scale, report: &mut Report) {
     eprintln!("S4 HTTP overhead…");
-    let redis = LockManager::redis(url).await.expect("connect");
+    let backend = RedisBackend::connect(url).await.expect("connect");
+    let eval_client = backend.client().clone();
+    let redis = LockManager::builder().backend(backend);
     let variants = [
         ("no lock", None),
         ("LockLayer redis", Some(redis)),
@@ -663,20 +689,36 @@ async fn s4(url: &str, scale: Scale, floor: Duration, report: &mut Report) {
         tokio::spawn(async move { axum::serve(listener, app).await });
     }
     let sequence = Arc::new(AtomicU64::new(0));
-    // (a) one connection, sequential requests, distinct keys.
-    let mut p50 = Vec::new();
-    for (i, (label, _)) in variants.iter().enumerate() {
-        let client = HttpClient::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(1)
-            .build_http::<Empty<Bytes>>();
-        let mut times = Vec::new();
-        for _ in 0..scale.s4_sequential {
+    // (a) one connection per variant, sequential requests, distinct keys; the variants
+    // take turns request by request.
+    let clients: Vec<_> = variants
+        .iter()
+        .map(|_| {
+            HttpClient::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(1)
+                .build_http::<Empty<Bytes>>()
+        })
+        .collect();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    let mut evals = Vec::new();
+    for _ in 0..scale.s4_sequential {
+        // The floor again, through the Redis variant's own client, in the same turns.
+        let t = Instant::now();
+        let _: i64 = eval_client
+            .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
+            .await
+            .unwrap();
+        evals.push(t.elapsed());
+        for (i, client) in clients.iter().enumerate() {
             let key = sequence.fetch_add(1, Ordering::Relaxed);
             let t = Instant::now();
-            post_once(&client, addrs[i], key).await;
-            times.push(t.elapsed());
+            post_once(client, addrs[i], key).await;
+            times[i].push(t.elapsed());
         }
-        let median = percentile(&mut times, 50.0);
+    }
+    let mut p50 = Vec::new();
+    for (i, (label, _)) in variants.iter().enumerate() {
+        let median = percentile(&mut times[i], 50.0);
         report.add(
             "S4a 1 connection",
             &format!("{label} p50"),
@@ -685,6 +727,13 @@ async fn s4(url: &str, scale: Scale, floor: Duration, report: &mut Report) {
         );
         p50.push(median);
     }
+    let floor = percentile(&mut evals, 50.0);
+    report.add(
+        "S4a 1 connection",
+        "EVAL \"return 1\" p50 (floor, taking turns with the requests)",
+        us(floor),
+        floor.as_secs_f64(),
+    );
     let added = p50[1].saturating_sub(p50[0]);
     let r = ratio(added, floor);
     report.goal(
@@ -703,41 +752,52 @@ async fn s4(url: &str, scale: Scale, floor: Duration, report: &mut Report) {
         added_m.as_secs_f64(),
     );
 
-    // (b) 64 connections.
+    // (b) 64 connections; the variants take turns (see `ROUNDS`).
+    let clients: Vec<_> = (0..64)
+        .map(|_| {
+            HttpClient::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(1)
+                .build_http::<Empty<Bytes>>()
+        })
+        .collect();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    let mut elapsed = vec![Duration::ZERO; variants.len()];
+    for _ in 0..ROUNDS {
+        for (i, addr) in addrs.iter().enumerate() {
+            let end = Instant::now() + scale.s4_parallel / ROUNDS;
+            let start = Instant::now();
+            let tasks: Vec<_> = clients
+                .iter()
+                .map(|client| {
+                    let (client, addr, sequence) = (client.clone(), *addr, sequence.clone());
+                    tokio::spawn(async move {
+                        let mut times = Vec::new();
+                        while Instant::now() < end {
+                            let key = sequence.fetch_add(1, Ordering::Relaxed);
+                            let t = Instant::now();
+                            post_once(&client, addr, key).await;
+                            times.push(t.elapsed());
+                        }
+                        times
+                    })
+                })
+                .collect();
+            for task in tasks {
+                times[i].extend(task.await.unwrap());
+            }
+            elapsed[i] += start.elapsed();
+        }
+    }
     let mut rates = Vec::new();
     for (i, (label, _)) in variants.iter().enumerate() {
-        let end = Instant::now() + scale.s4_parallel;
-        let start = Instant::now();
-        let tasks: Vec<_> = (0..64)
-            .map(|_| {
-                let (addr, sequence) = (addrs[i], sequence.clone());
-                tokio::spawn(async move {
-                    let client = HttpClient::builder(TokioExecutor::new())
-                        .pool_max_idle_per_host(1)
-                        .build_http::<Empty<Bytes>>();
-                    let mut times = Vec::new();
-                    while Instant::now() < end {
-                        let key = sequence.fetch_add(1, Ordering::Relaxed);
-                        let t = Instant::now();
-                        post_once(&client, addr, key).await;
-                        times.push(t.elapsed());
-                    }
-                    times
-                })
-            })
-            .collect();
-        let mut times = Vec::new();
-        for task in tasks {
-            times.extend(task.await.unwrap());
-        }
-        let rate = times.len() as f64 / start.elapsed().as_secs_f64();
+        let rate = times[i].len() as f64 / elapsed[i].as_secs_f64();
         report.add(
             "S4b 64 connections",
             &format!("{label} req/s, p50 / p99"),
             format!(
                 "{rate:.0}/s, {} / {}",
-                us(percentile(&mut times, 50.0)),
-                us(percentile(&mut times, 99.0))
+                us(percentile(&mut times[i], 50.0)),
+                us(percentile(&mut times[i], 99.0))
             ),
             rate,
         );

@@ -205,27 +205,33 @@ impl Inner {
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
-                tracing::debug!("Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
-                let lua = self.batch.lua().cloned().unwrap_or_default();
-                // On a cluster, load it on every primary (the key's node may change).
-                let loaded = if self.client.is_clustered() {
-                    self.client.script_load_cluster::<(), _>(lua).await
-                } else {
-                    client.script_load::<(), _>(lua).await
-                };
-                match loaded {
-                    Ok(()) => {
-                        let (keys, values) = args();
-                        client
-                            .evalsha(self.batch.sha1().clone(), keys, values)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                }
+                // Boxed: the rare path does not weigh on every operation's future.
+                let (keys, values) = args();
+                Box::pin(self.reload_and_eval(&client, keys, values)).await
             }
             other => other,
         };
         result.map_err(|e| BackendError::with_source("Redis command failed", e))
+    }
+
+    /// Loads the script again (after a restart or `SCRIPT FLUSH`) and runs it.
+    async fn reload_and_eval(
+        &self,
+        client: &fred::clients::WithOptions<Client>,
+        keys: Vec<String>,
+        values: Vec<Value>,
+    ) -> Result<Value, Error> {
+        tracing::debug!("Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
+        let lua = self.batch.lua().cloned().unwrap_or_default();
+        // On a cluster, load it on every primary (the key's node may change).
+        if self.client.is_clustered() {
+            self.client.script_load_cluster::<(), _>(lua).await?;
+        } else {
+            client.script_load::<(), _>(lua).await?;
+        }
+        client
+            .evalsha(self.batch.sha1().clone(), keys, values)
+            .await
     }
 }
 
@@ -275,8 +281,9 @@ impl Backend for RedisBackend {
         Box::pin(async move {
             Ok(match reply.await? {
                 scripts::ACQUIRED => match ack {
+                    // Boxed: only configured managers pay for its future's size.
                     Some((ack, backend, key, owner, lease)) => {
-                        backend.await_replicas(ack, key, owner, lease).await?
+                        Box::pin(backend.await_replicas(ack, key, owner, lease)).await?
                     }
                     None => Attempt::Acquired,
                 },
