@@ -1,7 +1,7 @@
-//! Group commit: lock operations that arrive while another is on its way to Redis are
-//! sent together, in one script call, as soon as it returns.
+//! Group commit: lock operations that arrive while two sends are on their way to Redis
+//! are sent together, in one script call, as soon as one returns.
 //!
-//! An operation that finds nothing outstanding is sent at once (no extra task hop, so an
+//! An operation that finds a send slot free is sent at once (no extra task hop, so an
 //! uncontended lock costs one round trip as before). Under load the operations of many
 //! requests share one round trip and one script run, which is most of what a lock costs
 //! Redis and the client (each command costs fred a channel hop, an encoding and often a
@@ -55,7 +55,9 @@ impl Operation {
             (Kind::Acquire, 1) => Value::from_static_str("1"),
             (Kind::Acquire, 2) => Value::from_static_str("2"),
             (Kind::Acquire, n) => Value::from(n.to_string()),
-            (Kind::Release, 1) => Value::from_static_str("-1"),
+            // A release always has a hold to drop (`ReleaseArgs::expected` ≥ 1); `-0` would
+            // read as an acquisition.
+            (Kind::Release, 0 | 1) => Value::from_static_str("-1"),
             (Kind::Release, 2) => Value::from_static_str("-2"),
             (Kind::Release, n) => Value::from(format!("-{n}")),
         }
@@ -125,6 +127,8 @@ pub(super) async fn submit(inner: Arc<Inner>, operation: Operation) -> Reply {
         } else {
             let (reply, receiver) = oneshot::channel();
             state.queue.push(Queued { operation, reply });
+            // Normally both slots are busy here; if not, nothing else would send the queue.
+            send_queued(&inner, &mut state);
             Err(receiver)
         }
     };
