@@ -539,21 +539,7 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
                 .unwrap();
         }
     };
-    let lock_op = {
-        let locks = locks.clone();
-        move |n| {
-            let locks = locks.clone();
-            async move {
-                let guard = locks
-                    .lock(format!("bench:s3:{}", n % 10_000))
-                    .wait(Duration::from_secs(10))
-                    .acquire()
-                    .await
-                    .unwrap();
-                guard.release().await.unwrap();
-            }
-        }
-    };
+    let lock_op = move |n| lock_cycle(locks.clone(), n);
     let (eval_rate, lock_rate) = interleaved(scale.s3_duration, eval_op, lock_op).await;
     report.add(
         "S3 redis",
@@ -580,18 +566,7 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
         }
     };
     let memory = LockManager::memory();
-    let memory_op = move |n| {
-        let memory = memory.clone();
-        async move {
-            let guard = memory
-                .lock(format!("bench:s3:{}", n % 10_000))
-                .wait(Duration::from_secs(10))
-                .acquire()
-                .await
-                .unwrap();
-            guard.release().await.unwrap();
-        }
-    };
+    let memory_op = move |n| lock_cycle(memory.clone(), n);
     let (mutex_rate, memory_rate) = interleaved(scale.s3_duration, mutex_op, memory_op).await;
     report.add(
         "S3 memory",
@@ -606,6 +581,17 @@ async fn s3(url: &str, scale: Scale, report: &mut Report) {
         format!("{memory_rate:.0}/s = {r:.2} ×"),
         r,
     );
+}
+
+/// S3's operation: acquire and release one of 10,000 names picked by `n`.
+async fn lock_cycle(locks: LockManager, n: u64) {
+    let guard = locks
+        .lock(format!("bench:s3:{}", n % 10_000))
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
 }
 
 /// Rounds in which the variants of a throughput comparison take turns, so that a machine
