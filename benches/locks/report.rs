@@ -30,6 +30,18 @@ impl Report {
         });
     }
 
+    /// Exclusion violations: a goal of zero.
+    pub fn violations(&mut self, scenario: &str, name: &str, violations: usize) {
+        self.goal(
+            scenario,
+            name,
+            violations.to_string(),
+            violations as f64,
+            "0",
+            violations == 0,
+        );
+    }
+
     pub fn goal(
         &mut self,
         scenario: &str,

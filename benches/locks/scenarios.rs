@@ -376,14 +376,7 @@ async fn s2(
                         format!("{} / {}", ms(stats.makespan), ms(stats.max_wait)),
                         stats.makespan.as_secs_f64(),
                     );
-                    report.goal(
-                        &scenario,
-                        "tower exclusion violations",
-                        stats.violations.to_string(),
-                        stats.violations as f64,
-                        "0",
-                        stats.violations == 0,
-                    );
+                    report.violations(&scenario, "tower exclusion violations", stats.violations);
                     report.add(
                         &scenario,
                         "tower commands / acquisition",
@@ -409,13 +402,10 @@ async fn s2(
                         format!("{per:.2}"),
                         per,
                     );
-                    report.goal(
+                    report.violations(
                         &scenario,
                         &format!("{kind} exclusion violations"),
-                        stats.violations.to_string(),
-                        stats.violations as f64,
-                        "0",
-                        stats.violations == 0,
+                        stats.violations,
                     );
                 }
             }
@@ -461,14 +451,7 @@ async fn s2b(url: &str, admin: &Client, scale: Scale, report: &mut Report) {
             format!("{} / {}", us(stats.gap_p50), us(stats.gap_p99)),
             stats.gap_p50.as_secs_f64(),
         );
-        report.goal(
-            &scenario,
-            "exclusion violations",
-            stats.violations.to_string(),
-            stats.violations as f64,
-            "0",
-            stats.violations == 0,
-        );
+        report.violations(&scenario, "exclusion violations", stats.violations);
         let within = if processes == 1 {
             stats.fairness
         } else {
@@ -952,14 +935,7 @@ async fn cluster(scale: Scale, report: &mut Report) {
             format!("{} = {r:.2} ×", us(stats.gap_p50)),
             r,
         );
-        report.goal(
-            &scenario,
-            "tower exclusion violations",
-            stats.violations.to_string(),
-            stats.violations as f64,
-            "0",
-            stats.violations == 0,
-        );
+        report.violations(&scenario, "tower exclusion violations", stats.violations);
     }
     drop(cluster);
 }
