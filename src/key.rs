@@ -44,31 +44,6 @@ fn key_hash(text: &str) -> u64 {
     KEYS.get_or_init(RandomState::new).hash_one(text)
 }
 
-impl LockKey {
-    fn from_text(text: Arc<str>) -> Self {
-        let hash = key_hash(&text);
-        LockKey(text, hash)
-    }
-}
-
-/// `parts` joined into one shared string, with one allocation when it is short (keys and
-/// owner ids are made once per acquisition).
-fn joined(parts: &[&str]) -> Arc<str> {
-    let len = parts.iter().map(|part| part.len()).sum();
-    let mut buffer = [0u8; 256];
-    if len > buffer.len() {
-        return parts.concat().into();
-    }
-    let mut at = 0;
-    for part in parts {
-        buffer[at..at + part.len()].copy_from_slice(part.as_bytes());
-        at += part.len();
-    }
-    std::str::from_utf8(&buffer[..len])
-        .expect("joined from whole strs")
-        .into()
-}
-
 /// For maps keyed by [`LockKey`]: uses the hash the key carries instead of hashing again.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct KeyHasher(u64);
@@ -96,6 +71,11 @@ pub(crate) type KeyMap<V> = HashMap<LockKey, V, BuildHasherDefault<KeyHasher>>;
 pub(crate) type KeySet = HashSet<LockKey, BuildHasherDefault<KeyHasher>>;
 
 impl LockKey {
+    fn from_text(text: Arc<str>) -> Self {
+        let hash = key_hash(&text);
+        LockKey(text, hash)
+    }
+
     /// Builds `prefix + name`, rejecting an empty name or one longer than `max_len` bytes.
     pub(crate) fn new(prefix: &str, name: &str, max_len: usize) -> Result<Self, LockError> {
         if name.is_empty() {
@@ -111,7 +91,7 @@ impl LockKey {
                 ),
             });
         }
-        Ok(LockKey::from_text(joined(&[prefix, name])))
+        Ok(LockKey::from_text([prefix, name].concat().into()))
     }
 
     /// The full key as stored in Redis (the hash that holds the lock).
@@ -241,7 +221,7 @@ impl Ids {
             }
         }
         let number = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
-        OwnerId(joined(&[&self.manager, ":", number]))
+        OwnerId([&self.manager, ":", number].concat().into())
     }
 
     fn next_number(&self) -> u64 {

@@ -75,7 +75,6 @@ struct Queued {
 #[derive(Default)]
 pub(super) struct Batcher {
     state: Mutex<State>,
-    lease: Mutex<Option<(u64, Value)>>,
 }
 
 #[derive(Default)]
@@ -100,20 +99,6 @@ impl Batcher {
     /// How many operations wait for a send slot now.
     pub(super) fn queued(&self) -> usize {
         self.state().queue.len()
-    }
-
-    /// A lease in milliseconds as text; the last one is kept (a manager mostly uses one).
-    fn lease_text(&self, lease: Duration) -> Value {
-        let millis = lease.as_millis().clamp(1, i64::MAX as u128) as u64;
-        let mut last = self.lease.lock().unwrap_or_else(|e| e.into_inner());
-        match &*last {
-            Some((cached, text)) if *cached == millis => text.clone(),
-            _ => {
-                let text = Value::from(millis.to_string());
-                *last = Some((millis, text.clone()));
-                text
-            }
-        }
     }
 }
 
@@ -248,7 +233,8 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
             if operation.kind == Kind::Release {
                 keys.push(operation.key.channel());
             }
-            values.push(inner.batcher.lease_text(operation.lease));
+            let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
+            values.push(Value::from(lease.to_string()));
             values.push(operation.owner.as_str().into());
             values.push(operation.op_text());
         }
