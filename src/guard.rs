@@ -12,9 +12,10 @@ use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::loss::LossSignal;
 use crate::manager::ManagerInner;
+use crate::request::InlineWatchdog;
 use crate::settle::Settle;
 use crate::wait::Claim;
-use crate::watchdog::RenewGate;
+use crate::watchdog::{keep_alive, Keeper, RenewGate};
 
 /// Pauses before re-sending a failed release (about 1.5 s in all).
 const RELEASE_RETRIES: [Duration; 4] = [
@@ -84,33 +85,71 @@ impl Hold {
                 resent = true;
                 result = self.manager.backend.release(args.clone()).await;
             }
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                let claim = self.claim.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(claim) = claim {
-                    claim.end(matches!(result, Ok(Released::Unlocked)));
-                }
-            }
-            match result {
-                Ok(Released::Unlocked) => {}
-                Ok(Released::StillHeld) => self.loss.extend(sent + self.lease),
-                Ok(Released::NotHeld) => {
-                    if *count > 0 {
-                        self.loss.fire();
-                    }
-                    if resent {
-                        tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: a release re-sent after an error found the lock gone (the failed send released it, or its lease had ended)");
-                    } else {
-                        tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: released a lock that was no longer held (its lease had ended)");
-                    }
-                }
-                Err(ref error) => {
-                    tracing::warn!(key = %self.key, %error, "tower-lock: release failed; the lock stays until its lease ends");
-                }
-            }
+            self.settled(&mut count, &result, sent, resent);
             result
         });
         Settle::new(operation, |_| None)
+    }
+
+    /// [`release`](Self::release) done at once, or `None` if that would need waiting.
+    fn release_now(&self) -> Option<Result<Released, BackendError>> {
+        if !self.manager.answers_at_once {
+            return None;
+        }
+        let mut count = self.count.try_lock().ok()?;
+        if *count <= 1 {
+            if !self.gate.try_close() {
+                return None;
+            }
+            self.manager.renewals.cancel(self);
+        }
+        let args = ReleaseArgs {
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            lease: self.lease,
+            expected: *count,
+        };
+        let sent = Instant::now();
+        // An error falls back to `release`, which re-sends it.
+        let released = self.manager.backend.release_now(&args)?.ok()?;
+        let result = Ok(released);
+        self.settled(&mut count, &result, sent, false);
+        Some(result)
+    }
+
+    /// Counts a release that has been answered: ends the claim at zero, moves or fires
+    /// the loss signal, and says what went wrong.
+    fn settled(
+        &self,
+        count: &mut u32,
+        result: &Result<Released, BackendError>,
+        sent: Instant,
+        resent: bool,
+    ) {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            let claim = self.claim.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(claim) = claim {
+                claim.end(matches!(result, Ok(Released::Unlocked)));
+            }
+        }
+        match result {
+            Ok(Released::Unlocked) => {}
+            Ok(Released::StillHeld) => self.loss.extend(sent + self.lease),
+            Ok(Released::NotHeld) => {
+                if *count > 0 {
+                    self.loss.fire();
+                }
+                if resent {
+                    tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: a release re-sent after an error found the lock gone (the failed send released it, or its lease had ended)");
+                } else {
+                    tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: released a lock that was no longer held (its lease had ended)");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(key = %self.key, %error, "tower-lock: release failed; the lock stays until its lease ends");
+            }
+        }
     }
 }
 
@@ -184,12 +223,38 @@ impl LockGuard {
     /// Releases this hold and reports what it found. The lock is free (and waiters are
     /// told) when this was the owner's last hold. If the future is dropped, the release
     /// still completes in the background.
-    pub async fn release(mut self) -> Result<Released, BackendError> {
+    pub async fn release(self) -> Result<Released, BackendError> {
+        let mut guard = match self.release_now() {
+            Ok(result) => return result,
+            Err(guard) => guard,
+        };
         // Wait for the count lock while the guard still owns its hold: if this future is
         // dropped meanwhile, the guard's drop releases the lock.
-        let count = self.hold().count.clone().lock_owned().await;
-        let hold = self.hold.take().expect("a live guard has its hold");
+        let count = guard.hold().count.clone().lock_owned().await;
+        let hold = guard.hold.take().expect("a live guard has its hold");
         hold.release(count).await
+    }
+
+    /// Releases without a future when that needs no waiting: the count lock is free, no
+    /// renewal is under way and the backend answers at once. `Err(self)`: not so; use
+    /// [`release`](Self::release).
+    pub(crate) fn release_now(mut self) -> Result<Result<Released, BackendError>, Self> {
+        let hold = self.hold.take().expect("a live guard has its hold");
+        match hold.release_now() {
+            Some(result) => Ok(result),
+            None => {
+                self.hold = Some(hold);
+                Err(self)
+            }
+        }
+    }
+
+    /// Starts the watchdog that [`LockRequest::acquire_parts`] handed back unstarted, for
+    /// the caller to poll.
+    ///
+    /// [`LockRequest::acquire_parts`]: crate::LockRequest
+    pub(crate) fn keep_alive(&self, keeper: Keeper) -> InlineWatchdog {
+        Box::pin(keep_alive(self.hold().clone(), keeper))
     }
 }
 

@@ -51,6 +51,8 @@ pub(crate) struct ManagerInner {
     pub(crate) ids: Ids,
     pub(crate) settings: Settings,
     pub(crate) renewals: Arc<Renewals>,
+    /// The backend's [`Backend::answers_at_once`], asked once.
+    pub(crate) answers_at_once: bool,
 }
 
 impl Drop for ManagerInner {
@@ -240,6 +242,7 @@ impl LockManagerBuilder {
     pub fn backend(self, backend: impl Backend) -> LockManager {
         let queues = WaitQueues::new(!backend.needs_subscription());
         backend.attach(queues.clone());
+        let answers_at_once = backend.answers_at_once();
         LockManager {
             inner: Arc::new(ManagerInner {
                 backend: Arc::new(backend),
@@ -247,6 +250,7 @@ impl LockManagerBuilder {
                 ids: Ids::new(),
                 settings: self.settings,
                 renewals: Arc::default(),
+                answers_at_once,
             }),
         }
     }

@@ -13,7 +13,7 @@ use crate::loss::LossSignal;
 use crate::manager::{LockManager, ManagerInner};
 use crate::settle::Settle;
 use crate::wait::{Claim, Local, Turn};
-use crate::watchdog::{keep_alive, Keeper, RenewGate};
+use crate::watchdog::{Keeper, RenewGate};
 
 /// Pause before a waiter retries after a backend error (doubling up to a second).
 const ERROR_RETRY: Duration = Duration::from_millis(50);
@@ -31,6 +31,13 @@ pub struct LockRequest {
 /// A watchdog that the caller drives itself (polled inside the HTTP layer's future).
 pub(crate) type InlineWatchdog = BoxFuture<()>;
 
+/// A watchdog not started yet: the HTTP layer starts it only for a handler that does not
+/// finish at once (see [`LockGuard::keep_alive`]).
+pub(crate) type PendingWatchdog = Keeper;
+
+/// A held lock, with its watchdog when the caller drives it itself.
+pub(crate) type Acquired = (LockGuard, Option<PendingWatchdog>);
+
 impl LockRequest {
     pub(crate) fn new(manager: LockManager, key: Result<LockKey, LockError>) -> Self {
         let wait = manager.inner.settings.wait;
@@ -42,7 +49,8 @@ impl LockRequest {
         }
     }
 
-    /// How long to wait for a busy lock (zero: try once). Default: the manager's wait.
+    /// How long [`acquire`](Self::acquire) waits for the lock before it fails with
+    /// [`LockError::TimedOut`]. `Duration::ZERO` tries once.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
         self
@@ -64,30 +72,121 @@ impl LockRequest {
     /// leaves no lock behind: an attempt already sent is finished in the background and
     /// released if it succeeded.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
-        let (guard, watchdog) = self.acquire_parts(true).await?;
+        let acquired = match self.acquire_now(true) {
+            Ok(acquired) => acquired,
+            Err(request) => request.acquire_parts(true).await,
+        };
+        let (guard, watchdog) = acquired?;
         debug_assert!(watchdog.is_none());
         Ok(guard)
     }
 
-    /// Acquires; with `spawn_watchdog == false` the watchdog (if any) is returned for the
-    /// caller to poll, and the caller must drop it before releasing.
-    pub(crate) async fn acquire_parts(
+    /// Acquires without a future when that needs no waiting: the backend answers at once
+    /// (in-process) and nobody in this process holds or waits for the name. `Err(self)`:
+    /// not so (or the lock is busy); go through [`acquire_parts`](Self::acquire_parts).
+    pub(crate) fn acquire_now(
         self,
         spawn_watchdog: bool,
-    ) -> Result<(LockGuard, Option<InlineWatchdog>), LockError> {
-        let key = self.key?;
-        let inner = self.manager.inner.clone();
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| BackendError::new("tower-lock needs a Tokio runtime"))?;
-        let (lease, renewed) = match self.lease {
+    ) -> Result<Result<Acquired, LockError>, Self> {
+        let key = match &self.key {
+            Ok(key) => key,
+            Err(_) => return Ok(Err(self.key.err().expect("matched an error"))),
+        };
+        let inner = &self.manager.inner;
+        if !inner.answers_at_once || inner.queues.local_state(key) != Local::Free {
+            return Err(self);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(self);
+        };
+        let claim = inner.queues.claim(key);
+        let owner = inner.ids.next_owner();
+        let (lease, renewed) = self.lease_to_take(inner);
+        let args = AcquireArgs {
+            key: key.clone(),
+            owner,
+            lease,
+            expected: 0,
+        };
+        let sent = Instant::now();
+        match inner.backend.acquire_now(&args) {
+            Some(Ok(Attempt::Acquired)) => {}
+            // Busy, an error or no answer: the waiting path tries again (and queues).
+            _ => return Err(self),
+        }
+        let hold = Holding {
+            inner: inner.clone(),
+            key: args.key,
+            owner: args.owner,
+            lease,
+            renewed,
+            acquired_at: sent,
+            claim,
+            runtime,
+        };
+        Ok(Ok(hold.start(spawn_watchdog, Duration::ZERO)))
+    }
+
+    /// The lease to take, and whether the watchdog renews it.
+    fn lease_to_take(&self, inner: &ManagerInner) -> (Duration, bool) {
+        match self.lease {
             Some(lease) => (lease, false),
             None => (inner.settings.lease, true),
-        };
+        }
+    }
+
+    /// Acquires; with `spawn_watchdog == false` the watchdog (if any) is returned for the
+    /// caller to start, and the caller must drop it before releasing.
+    pub(crate) async fn acquire_parts(self, spawn_watchdog: bool) -> Result<Acquired, LockError> {
+        let inner = self.manager.inner.clone();
+        let (lease, renewed) = self.lease_to_take(&inner);
+        let key = self.key?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| BackendError::new("tower-lock needs a Tokio runtime"))?;
         let owner = inner.ids.next_owner();
         let (acquired_at, waited, claim) = wait_for(&inner, &key, &owner, lease, self.wait).await?;
+        let hold = Holding {
+            inner,
+            key,
+            owner,
+            lease,
+            renewed,
+            acquired_at,
+            claim,
+            runtime,
+        };
+        Ok(hold.start(spawn_watchdog, waited))
+    }
+}
+
+/// A lock just taken, before its guard exists.
+struct Holding {
+    inner: Arc<ManagerInner>,
+    key: LockKey,
+    owner: OwnerId,
+    lease: Duration,
+    renewed: bool,
+    acquired_at: Instant,
+    claim: Claim,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Holding {
+    /// The guard, with the watchdog scheduled (`spawn_watchdog`) or handed back unstarted.
+    fn start(self, spawn_watchdog: bool, waited: Duration) -> Acquired {
+        let Holding {
+            inner,
+            key,
+            owner,
+            lease,
+            renewed,
+            acquired_at,
+            claim,
+            runtime,
+        } = self;
         let loss = LossSignal::new((!renewed).then_some(acquired_at + lease));
         let hold = Arc::new(Hold {
-            manager: inner.clone(),
+            manager: inner,
             key,
             owner,
             lease,
@@ -101,22 +200,19 @@ impl LockRequest {
         });
         tracing::trace!(key = %hold.key, owner = %hold.owner, ?waited, "tower-lock: acquired");
         if !renewed {
-            return Ok((LockGuard::new(hold), None));
+            return (LockGuard::new(hold), None);
         }
         let keeper = Keeper::new(lease, acquired_at);
         if spawn_watchdog {
             let due = keeper.first_due();
-            inner.renewals.schedule(hold.clone(), keeper, due);
-            Ok((LockGuard::new(hold), None))
+            hold.manager.renewals.schedule(hold.clone(), keeper, due);
+            (LockGuard::new(hold), None)
         } else {
-            let watchdog = Box::pin(keep_alive(hold.clone(), keeper)) as InlineWatchdog;
-            Ok((LockGuard::new(hold), Some(watchdog)))
+            (LockGuard::new(hold), Some(keeper))
         }
     }
 }
 
-/// One attempt for a new owner. If dropped after sending, it finishes in the background
-/// and whatever it may have taken is released.
 fn attempt(
     inner: &Arc<ManagerInner>,
     key: &LockKey,

@@ -44,6 +44,14 @@ impl RenewGate {
         self.state().closed
     }
 
+    /// Closes the gate unless a renewal is under way (`false`: then [`close`](Self::close)
+    /// waits for it).
+    pub(crate) fn try_close(&self) -> bool {
+        let mut state = self.state();
+        state.closed = true;
+        !state.renewing
+    }
+
     /// No renewal starts after this returns, and none is still running.
     pub(crate) async fn close(&self) {
         loop {

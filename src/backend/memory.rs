@@ -60,6 +60,63 @@ impl MemoryBackend {
         })
     }
 
+    fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
+        let attempt = self.with_locks(|locks, now| {
+            locks.sweep(now);
+            let expires = now + args.lease;
+            match locks.live(&args.key, now) {
+                None if args.expected == 0 => {
+                    locks.held.insert(
+                        args.key.clone(),
+                        Hold {
+                            owner: args.owner.clone(),
+                            count: 1,
+                            expires,
+                        },
+                    );
+                    Attempt::Acquired
+                }
+                Some(hold) if hold.owner == args.owner => {
+                    if hold.count == args.expected {
+                        hold.count += 1;
+                    } else if hold.count != args.expected + 1 {
+                        return Attempt::Lost;
+                    }
+                    hold.expires = expires;
+                    Attempt::Acquired
+                }
+                None => Attempt::Lost,
+                Some(_) if args.expected > 0 => Attempt::Lost,
+                Some(hold) => Attempt::Busy(Some(hold.expires - now)),
+            }
+        });
+        Ok(attempt)
+    }
+
+    fn drop_one(&self, args: &ReleaseArgs) -> Result<Released, BackendError> {
+        let released = self.with_locks(|locks, now| {
+            let Some(hold) = locks.live(&args.key, now) else {
+                return Released::NotHeld;
+            };
+            if hold.owner != args.owner {
+                return Released::NotHeld;
+            }
+            if hold.count + 1 == args.expected {
+                // A re-sent release that already counted.
+                return Released::StillHeld;
+            }
+            hold.count -= 1;
+            if hold.count > 0 {
+                hold.expires = now + args.lease;
+                Released::StillHeld
+            } else {
+                locks.held.remove(&args.key);
+                Released::Unlocked
+            }
+        });
+        Ok(released)
+    }
+
     fn with_locks<T>(&self, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
         let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut locks, Instant::now())
@@ -91,60 +148,23 @@ fn ready<T: Send + 'static>(value: T) -> BoxFuture<T> {
 
 impl Backend for MemoryBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
-        let attempt = self.with_locks(|locks, now| {
-            locks.sweep(now);
-            let expires = now + args.lease;
-            match locks.live(&args.key, now) {
-                None if args.expected == 0 => {
-                    locks.held.insert(
-                        args.key.clone(),
-                        Hold {
-                            owner: args.owner.clone(),
-                            count: 1,
-                            expires,
-                        },
-                    );
-                    Attempt::Acquired
-                }
-                Some(hold) if hold.owner == args.owner => {
-                    if hold.count == args.expected {
-                        hold.count += 1;
-                    } else if hold.count != args.expected + 1 {
-                        return Attempt::Lost;
-                    }
-                    hold.expires = expires;
-                    Attempt::Acquired
-                }
-                None => Attempt::Lost,
-                Some(_) if args.expected > 0 => Attempt::Lost,
-                Some(hold) => Attempt::Busy(Some(hold.expires - now)),
-            }
-        });
-        ready(Ok(attempt))
+        ready(self.take(&args))
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
-        let released = self.with_locks(|locks, now| {
-            let Some(hold) = locks.live(&args.key, now) else {
-                return Released::NotHeld;
-            };
-            if hold.owner != args.owner {
-                return Released::NotHeld;
-            }
-            if hold.count + 1 == args.expected {
-                // A re-sent release that already counted.
-                return Released::StillHeld;
-            }
-            hold.count -= 1;
-            if hold.count > 0 {
-                hold.expires = now + args.lease;
-                Released::StillHeld
-            } else {
-                locks.held.remove(&args.key);
-                Released::Unlocked
-            }
-        });
-        ready(Ok(released))
+        ready(self.drop_one(&args))
+    }
+
+    fn answers_at_once(&self) -> bool {
+        true
+    }
+
+    fn acquire_now(&self, args: &AcquireArgs) -> Option<Result<Attempt, BackendError>> {
+        Some(self.take(args))
+    }
+
+    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<Released, BackendError>> {
+        Some(self.drop_one(args))
     }
 
     fn renew(

@@ -76,6 +76,26 @@ pub trait Backend: Send + Sync + 'static {
     /// process waiting on it.
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>>;
 
+    /// Whether [`acquire_now`](Self::acquire_now) and [`release_now`](Self::release_now)
+    /// answer: a backend that needs no waiting (an in-process one) lets the manager skip the
+    /// futures, their allocations and the background undo a future needs. Default: `false`.
+    fn answers_at_once(&self) -> bool {
+        false
+    }
+
+    /// [`acquire`](Self::acquire) answered at once, for a backend that
+    /// [`answers_at_once`](Self::answers_at_once). An answer is final: an error means
+    /// nothing was taken. `None` (the default): call `acquire`.
+    fn acquire_now(&self, _args: &AcquireArgs) -> Option<Result<Attempt, BackendError>> {
+        None
+    }
+
+    /// [`release`](Self::release) answered at once, like
+    /// [`acquire_now`](Self::acquire_now). `None` (the default): call `release`.
+    fn release_now(&self, _args: &ReleaseArgs) -> Option<Result<Released, BackendError>> {
+        None
+    }
+
     /// Extends the lease if `owner` still holds the lock; `Ok(false)` when it does not.
     fn renew(
         &self,

@@ -18,14 +18,42 @@ use crate::backend::BoxFuture;
 use crate::guard::LockGuard;
 use crate::manager::LockManager;
 use crate::rejection::LockRejection;
-use crate::request::InlineWatchdog;
+use crate::request::{InlineWatchdog, PendingWatchdog};
 use crate::LockError;
 
 /// What happened before the inner service is called.
 enum Start<B> {
-    Locked(Request<B>, LockGuard, Option<InlineWatchdog>),
+    Locked(Request<B>, LockGuard, Option<PendingWatchdog>),
     Unlocked(Request<B>),
     Rejected(LockRejection),
+}
+
+/// The watchdog of a request's lock, started only once the handler has to wait.
+enum Watchdog {
+    /// No lease to renew (none held, an explicit lease, or lost).
+    Off,
+    Unstarted(PendingWatchdog),
+    Running(InlineWatchdog),
+}
+
+impl Watchdog {
+    /// Starts the watchdog if need be and polls it: `true` once the lock is lost.
+    fn poll_lost(&mut self, guard: Option<&LockGuard>, cx: &mut Context<'_>) -> bool {
+        if let Watchdog::Unstarted(keeper) = self {
+            *self = match guard {
+                Some(guard) => Watchdog::Running(guard.keep_alive(keeper.clone())),
+                None => Watchdog::Off,
+            };
+        }
+        let Watchdog::Running(renewing) = self else {
+            return false;
+        };
+        if renewing.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        *self = Watchdog::Off;
+        true
+    }
 }
 
 /// Response future of [`Lock`](super::Lock).
@@ -48,7 +76,7 @@ enum State<F, B, E> {
     },
     /// The inner service runs; the watchdog (declared first: dropped first) renews.
     Calling {
-        watchdog: Option<InlineWatchdog>,
+        watchdog: Watchdog,
         #[pin]
         inner: F,
         guard: Option<LockGuard>,
@@ -91,8 +119,11 @@ where
             match this.state.as_mut().project() {
                 StateProj::Starting { start } => {
                     let (request, guard, watchdog) = match ready!(start.as_mut().poll(cx)) {
-                        Start::Locked(request, guard, watchdog) => (request, Some(guard), watchdog),
-                        Start::Unlocked(request) => (request, None, None),
+                        Start::Locked(request, guard, watchdog) => {
+                            let watchdog = watchdog.map_or(Watchdog::Off, Watchdog::Unstarted);
+                            (request, Some(guard), watchdog)
+                        }
+                        Start::Unlocked(request) => (request, None, Watchdog::Off),
                         Start::Rejected(rejection) => {
                             this.state.set(State::Done);
                             return Poll::Ready(Ok(this.config.respond(rejection)));
@@ -114,19 +145,15 @@ where
                     inner,
                     guard,
                 } => {
-                    // The handler first: one that finishes at once never sets up the
-                    // watchdog's timer.
+                    // The handler first: one that finishes at once never starts the
+                    // watchdog.
                     let output = match inner.poll(cx) {
                         Poll::Ready(output) => output.map(|response| response.map(Body::new)),
                         Poll::Pending => {
-                            let lost = watchdog
-                                .as_mut()
-                                .is_some_and(|renewing| renewing.as_mut().poll(cx).is_ready());
-                            if !lost {
+                            if !watchdog.poll_lost(guard.as_ref(), cx) {
                                 return Poll::Pending;
                             }
                             // Lost (the watchdog has traced why).
-                            *watchdog = None;
                             if !this.config.abort_on_lost {
                                 return Poll::Pending;
                             }
@@ -142,17 +169,18 @@ where
                             continue;
                         }
                     };
-                    *watchdog = None;
-                    match guard.take() {
-                        Some(guard) => this.state.set(State::Releasing {
-                            release: release(guard),
-                            output: Some(output),
-                        }),
-                        None => {
+                    *watchdog = Watchdog::Off;
+                    let pending = match guard.take().map(release_now) {
+                        Some(Err(release)) => release,
+                        Some(Ok(())) | None => {
                             this.state.set(State::Done);
                             return Poll::Ready(output);
                         }
-                    }
+                    };
+                    this.state.set(State::Releasing {
+                        release: pending,
+                        output: Some(output),
+                    });
                 }
                 StateProj::Releasing { release, output } => {
                     ready!(release.as_mut().poll(cx));
@@ -163,6 +191,18 @@ where
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             }
         }
+    }
+}
+
+/// Releases at once when the backend can; otherwise the future that releases.
+fn release_now(guard: LockGuard) -> Result<(), BoxFuture<()>> {
+    match guard.release_now() {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "tower-lock: release failed; the lock ends with its lease");
+            Ok(())
+        }
+        Err(guard) => Err(release(guard)),
     }
 }
 
@@ -220,7 +260,11 @@ async fn start<B>(config: Arc<Config>, request: Request<B>) -> Start<B> {
     if let Some(lease) = config.lease {
         lock = lock.lease(lease);
     }
-    match lock.acquire_parts(false).await {
+    let acquired = match lock.acquire_now(false) {
+        Ok(acquired) => acquired,
+        Err(lock) => lock.acquire_parts(false).await,
+    };
+    match acquired {
         Ok((guard, watchdog)) => {
             parts.extensions.insert(guard.held());
             Start::Locked(Request::from_parts(parts, body), guard, watchdog)
