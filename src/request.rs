@@ -88,9 +88,9 @@ impl LockRequest {
         self,
         spawn_watchdog: bool,
     ) -> Result<Result<Acquired, LockError>, Self> {
-        let key = match &self.key {
-            Ok(key) => key,
-            Err(_) => return Ok(Err(self.key.err().expect("matched an error"))),
+        let key = match self.key {
+            Ok(ref key) => key,
+            Err(error) => return Ok(Err(error)),
         };
         let inner = &self.manager.inner;
         if !inner.answers_at_once || inner.queues.local_state(key) != Local::Free {
