@@ -91,7 +91,12 @@ impl LockKey {
                 ),
             });
         }
-        Ok(LockKey::from_text([prefix, name].concat().into()))
+        let text: Arc<str> = if prefix.is_empty() {
+            name.into()
+        } else {
+            [prefix, name].concat().into()
+        };
+        Ok(LockKey::from_text(text))
     }
 
     /// The full key as stored in Redis (the hash that holds the lock).

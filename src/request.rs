@@ -63,6 +63,11 @@ impl LockRequest {
         self
     }
 
+    /// The key to lock, unless the name was invalid.
+    pub(crate) fn key(&self) -> Option<&LockKey> {
+        self.key.as_ref().ok()
+    }
+
     /// Tries once, without waiting.
     pub async fn try_acquire(self) -> Result<LockGuard, LockError> {
         self.wait(Duration::ZERO).acquire().await

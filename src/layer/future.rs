@@ -13,20 +13,12 @@ use http::Request;
 use pin_project::pin_project;
 use tower::Service;
 
+use super::start::Start;
 use super::Config;
 use crate::backend::BoxFuture;
 use crate::guard::LockGuard;
-use crate::manager::LockManager;
 use crate::rejection::LockRejection;
 use crate::request::{InlineWatchdog, PendingWatchdog};
-use crate::LockError;
-
-/// What happened before the inner service is called.
-enum Start<B> {
-    Locked(Request<B>, LockGuard, Option<PendingWatchdog>),
-    Unlocked(Request<B>),
-    Rejected(LockRejection),
-}
 
 /// The watchdog of a request's lock, started only once the handler has to wait.
 enum Watchdog {
@@ -64,15 +56,20 @@ where
 {
     #[pin]
     state: State<S::Future, B, S::Error>,
+    /// The inner service, while the lock is still being taken.
     service: Option<S>,
     config: Arc<Config>,
 }
 
 #[pin_project(project = StateProj)]
 enum State<F, B, E> {
-    /// Reading the key and waiting for the lock.
+    /// Waiting for the lock.
     Starting {
         start: BoxFuture<Start<B>>,
+    },
+    /// Answered without calling the inner service.
+    Rejected {
+        response: Option<Response>,
     },
     /// The inner service runs; the watchdog (declared first: dropped first) renews.
     Calling {
@@ -92,14 +89,36 @@ enum State<F, B, E> {
 impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
-    B: Send + 'static,
 {
-    pub(crate) fn new(service: S, config: Arc<Config>, request: Request<B>) -> Self {
+    /// Calls `service` once `start` has the lock.
+    pub(super) fn starting(start: BoxFuture<Start<B>>, service: S, config: Arc<Config>) -> Self {
         ResponseFuture {
-            state: State::Starting {
-                start: Box::pin(start(config.clone(), request)),
-            },
+            state: State::Starting { start },
             service: Some(service),
+            config,
+        }
+    }
+
+    /// Started at once: the inner service is called (or the request rejected) now.
+    pub(super) fn started(start: Start<B>, service: &mut S, config: Arc<Config>) -> Self {
+        let state = match start {
+            Start::Locked(request, guard, watchdog) => State::Calling {
+                watchdog: watchdog.map_or(Watchdog::Off, Watchdog::Unstarted),
+                inner: service.call(request),
+                guard: Some(guard),
+            },
+            Start::Unlocked(request) => State::Calling {
+                watchdog: Watchdog::Off,
+                inner: service.call(request),
+                guard: None,
+            },
+            Start::Rejected(rejection) => State::Rejected {
+                response: Some(config.respond(rejection)),
+            },
+        };
+        ResponseFuture {
+            state,
+            service: None,
             config,
         }
     }
@@ -118,27 +137,18 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Starting { start } => {
-                    let (request, guard, watchdog) = match ready!(start.as_mut().poll(cx)) {
-                        Start::Locked(request, guard, watchdog) => {
-                            let watchdog = watchdog.map_or(Watchdog::Off, Watchdog::Unstarted);
-                            (request, Some(guard), watchdog)
-                        }
-                        Start::Unlocked(request) => (request, None, Watchdog::Off),
-                        Start::Rejected(rejection) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(Ok(this.config.respond(rejection)));
-                        }
-                    };
+                    let start = ready!(start.as_mut().poll(cx));
                     let mut service = this
                         .service
                         .take()
                         .expect("the service is called once, after the lock is taken");
-                    let inner = service.call(request);
-                    this.state.set(State::Calling {
-                        watchdog,
-                        inner,
-                        guard,
-                    });
+                    let started = ResponseFuture::started(start, &mut service, this.config.clone());
+                    this.state.set(started.state);
+                }
+                StateProj::Rejected { response } => {
+                    let response = response.take().expect("a rejection is answered once");
+                    this.state.set(State::Done);
+                    return Poll::Ready(Ok(response));
                 }
                 StateProj::Calling {
                     watchdog,
@@ -213,69 +223,4 @@ fn release(guard: LockGuard) -> BoxFuture<()> {
             tracing::warn!(%key, %error, "tower-lock: release failed; the lock ends with its lease");
         }
     })
-}
-
-/// Finds the manager, reads the key and takes the lock.
-async fn start<B>(config: Arc<Config>, request: Request<B>) -> Start<B> {
-    let (mut parts, body) = request.into_parts();
-    let manager = match (&config.manager, parts.extensions.get::<LockManager>()) {
-        (Some(manager), None) => {
-            parts.extensions.insert(manager.clone());
-            manager.clone()
-        }
-        (Some(manager), Some(_)) => manager.clone(),
-        (None, Some(manager)) => manager.clone(),
-        (None, None) => {
-            tracing::error!(
-                "tower-lock: no LockManager for this request: add `.layer(Extension(lock_manager))` \
-                 outside the LockLayer, or `LockLayer::manager(..)`; answering 500"
-            );
-            return Start::Rejected(LockRejection::NoManager);
-        }
-    };
-    let raw = match config.source.read_routed(&mut parts).await {
-        Ok(Some(raw)) => raw,
-        Ok(None) => return Start::Unlocked(Request::from_parts(parts, body)),
-        Err(LockRejection::MissingKey { .. }) if config.allow_missing_key => {
-            return Start::Unlocked(Request::from_parts(parts, body))
-        }
-        Err(rejection) => {
-            if let LockRejection::Misplaced { .. } = rejection {
-                tracing::error!("tower-lock: {rejection}");
-            }
-            return Start::Rejected(rejection);
-        }
-    };
-    let name = match (config.name)(&raw) {
-        Ok(name) => name,
-        Err(reason) => {
-            let what = config.source.describe();
-            return Start::Rejected(LockRejection::InvalidKey { what, reason });
-        }
-    };
-    let mut lock = manager.lock(&name);
-    if let Some(wait) = config.wait {
-        lock = lock.wait(wait);
-    }
-    if let Some(lease) = config.lease {
-        lock = lock.lease(lease);
-    }
-    let acquired = match lock.acquire_now(false) {
-        Ok(acquired) => acquired,
-        Err(lock) => lock.acquire_parts(false).await,
-    };
-    match acquired {
-        Ok((guard, watchdog)) => {
-            parts.extensions.insert(guard.held());
-            Start::Locked(Request::from_parts(parts, body), guard, watchdog)
-        }
-        Err(LockError::Unavailable(error)) if config.fail_open => {
-            tracing::warn!(%error, key = %name, "tower-lock: backend unavailable; running without the lock (fail open)");
-            Start::Unlocked(Request::from_parts(parts, body))
-        }
-        Err(error) => {
-            let what = config.source.describe();
-            Start::Rejected(LockRejection::from_error(error, &what, config.busy_status))
-        }
-    }
 }

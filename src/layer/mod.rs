@@ -33,6 +33,7 @@
 
 mod future;
 mod service;
+mod start;
 
 use std::fmt;
 use std::sync::Arc;

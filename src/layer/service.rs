@@ -10,6 +10,7 @@ use http::Request;
 use tower::Service;
 
 use super::future::ResponseFuture;
+use super::start::begin;
 use super::Config;
 
 /// Runs each request under its lock. Built by [`LockLayer`](super::LockLayer).
@@ -47,10 +48,16 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        // Keep the instance that was polled ready; leave a fresh clone in its place.
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::new(ready, self.config.clone(), request)
+        match begin(&self.config, request) {
+            // Nothing to wait for: call the instance that was polled ready right away.
+            Ok(start) => ResponseFuture::started(start, &mut self.inner, self.config.clone()),
+            Err(start) => {
+                // Keep the instance that was polled ready; leave a fresh clone in its place.
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::starting(start, ready, self.config.clone())
+            }
+        }
     }
 }
 

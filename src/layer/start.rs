@@ -1,0 +1,180 @@
+//! Before the inner service runs: find the manager, read the key, take the lock.
+//!
+//! Done at once inside `Lock::call` whenever nothing has to wait (the key is at hand and
+//! the backend answers in-process, or the request is rejected or runs unlocked); only an
+//! acquisition that waits becomes a boxed future.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll, Wake, Waker};
+
+use http::request::Parts;
+use http::Request;
+
+use super::Config;
+use crate::backend::BoxFuture;
+use crate::guard::LockGuard;
+use crate::key::LockKey;
+use crate::manager::LockManager;
+use crate::rejection::LockRejection;
+use crate::request::{Acquired, LockRequest, PendingWatchdog};
+use crate::LockError;
+
+/// Polls a key read that is expected to be ready at once (`Waker::noop` needs Rust 1.85).
+static NOOP_WAKER: LazyLock<Waker> = LazyLock::new(|| Waker::from(Arc::new(Noop)));
+
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// What happened before the inner service is called.
+pub(super) enum Start<B> {
+    Locked(Request<B>, LockGuard, Option<PendingWatchdog>),
+    Unlocked(Request<B>),
+    Rejected(LockRejection),
+}
+
+/// Starts a request: done (`Ok`), or the future that finishes starting it.
+pub(super) fn begin<B: Send + 'static>(
+    config: &Arc<Config>,
+    request: Request<B>,
+) -> Result<Start<B>, BoxFuture<Start<B>>> {
+    let (mut parts, body) = request.into_parts();
+    let manager = match manager(config, &mut parts) {
+        Ok(manager) => manager,
+        Err(rejection) => return Ok(Start::Rejected(rejection)),
+    };
+    // The key sources read what the request already carries: their futures are ready at
+    // once. Should one ever wait, the boxed path reads it properly.
+    let read = {
+        let read = pin!(config.source.read_routed(&mut parts));
+        read.poll(&mut Context::from_waker(&NOOP_WAKER))
+    };
+    let Poll::Ready(raw) = read else {
+        let request = Request::from_parts(parts, body);
+        return Err(Box::pin(start(config.clone(), manager, request)));
+    };
+    match prepare(config, &manager, parts, body, raw) {
+        Prepared::Done(start) => Ok(start),
+        Prepared::Lock(pending) => match pending.lock.acquire_now(false) {
+            Ok(acquired) => Ok(finish(config, pending.parts, pending.body, acquired, None)),
+            Err(lock) => {
+                let pending = Pending { lock, ..pending };
+                Err(Box::pin(acquire(config.clone(), pending)))
+            }
+        },
+    }
+}
+
+/// The whole start as a future (a key source that waited).
+async fn start<B>(config: Arc<Config>, manager: LockManager, request: Request<B>) -> Start<B> {
+    let (mut parts, body) = request.into_parts();
+    let raw = config.source.read_routed(&mut parts).await;
+    match prepare(&config, &manager, parts, body, raw) {
+        Prepared::Done(start) => start,
+        Prepared::Lock(pending) => acquire(config, pending).await,
+    }
+}
+
+async fn acquire<B>(config: Arc<Config>, pending: Pending<B>) -> Start<B> {
+    let key = pending.lock.key().cloned();
+    let acquired = pending.lock.acquire_parts(false).await;
+    finish(&config, pending.parts, pending.body, acquired, key.as_ref())
+}
+
+/// The manager this request locks with (the layer's own, else the request's extension).
+fn manager(config: &Config, parts: &mut Parts) -> Result<LockManager, LockRejection> {
+    match (&config.manager, parts.extensions.get::<LockManager>()) {
+        (Some(manager), None) => {
+            parts.extensions.insert(manager.clone());
+            Ok(manager.clone())
+        }
+        (Some(manager), Some(_)) => Ok(manager.clone()),
+        (None, Some(manager)) => Ok(manager.clone()),
+        (None, None) => {
+            tracing::error!(
+                "tower-lock: no LockManager for this request: add `.layer(Extension(lock_manager))` \
+                 outside the LockLayer, or `LockLayer::manager(..)`; answering 500"
+            );
+            Err(LockRejection::NoManager)
+        }
+    }
+}
+
+enum Prepared<B> {
+    Done(Start<B>),
+    Lock(Pending<B>),
+}
+
+/// A request whose lock is still to be taken.
+struct Pending<B> {
+    parts: Parts,
+    body: B,
+    lock: LockRequest,
+}
+
+/// From the key read to the lock request (or why there is none).
+fn prepare<B>(
+    config: &Config,
+    manager: &LockManager,
+    parts: Parts,
+    body: B,
+    raw: Result<Option<String>, LockRejection>,
+) -> Prepared<B> {
+    let unlocked = |parts, body| Prepared::Done(Start::Unlocked(Request::from_parts(parts, body)));
+    let raw = match raw {
+        Ok(Some(raw)) => raw,
+        Ok(None) => return unlocked(parts, body),
+        Err(LockRejection::MissingKey { .. }) if config.allow_missing_key => {
+            return unlocked(parts, body)
+        }
+        Err(rejection) => {
+            if let LockRejection::Misplaced { .. } = rejection {
+                tracing::error!("tower-lock: {rejection}");
+            }
+            return Prepared::Done(Start::Rejected(rejection));
+        }
+    };
+    let name = match (config.name)(&raw) {
+        Ok(name) => name,
+        Err(reason) => {
+            let what = config.source.describe();
+            return Prepared::Done(Start::Rejected(LockRejection::InvalidKey { what, reason }));
+        }
+    };
+    let mut lock = manager.lock(name);
+    if let Some(wait) = config.wait {
+        lock = lock.wait(wait);
+    }
+    if let Some(lease) = config.lease {
+        lock = lock.lease(lease);
+    }
+    Prepared::Lock(Pending { parts, body, lock })
+}
+
+/// The request with its lock, or what to answer instead.
+fn finish<B>(
+    config: &Config,
+    mut parts: Parts,
+    body: B,
+    acquired: Result<Acquired, LockError>,
+    key: Option<&LockKey>,
+) -> Start<B> {
+    match acquired {
+        Ok((guard, watchdog)) => {
+            parts.extensions.insert(guard.held());
+            Start::Locked(Request::from_parts(parts, body), guard, watchdog)
+        }
+        Err(LockError::Unavailable(error)) if config.fail_open => {
+            tracing::warn!(%error, ?key, "tower-lock: backend unavailable; running without the lock (fail open)");
+            Start::Unlocked(Request::from_parts(parts, body))
+        }
+        Err(error) => {
+            let what = config.source.describe();
+            Start::Rejected(LockRejection::from_error(error, &what, config.busy_status))
+        }
+    }
+}
