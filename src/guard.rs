@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
-use crate::loss::LossSignal;
+use crate::loss::{Loss, LossSignal};
 use crate::manager::ManagerInner;
 use crate::request::InlineWatchdog;
 use crate::settle::Settle;
@@ -36,7 +36,7 @@ pub(crate) struct Hold {
     /// The owner's count in the backend; locked around every change so that each change
     /// is sent with the count it expects.
     pub(crate) count: Arc<tokio::sync::Mutex<u32>>,
-    pub(crate) loss: LossSignal,
+    pub(crate) loss: Loss,
     /// Its slot in the manager's renewal schedule, while one is due.
     pub(crate) renewal: Mutex<Option<(Instant, u64)>>,
     /// Closed before the last release: no renewal after it.
@@ -85,7 +85,7 @@ impl Hold {
                 resent = true;
                 result = self.manager.backend.release(args.clone()).await;
             }
-            self.settled(&mut count, &result, sent, resent);
+            self.settled(&mut count, &result, Some(sent), resent);
             result
         });
         Settle::new(operation, |_| None)
@@ -109,21 +109,21 @@ impl Hold {
             lease: self.lease,
             expected: *count,
         };
-        let sent = Instant::now();
         // An error falls back to `release`, which re-sends it.
         let released = self.manager.backend.release_now(&args)?.ok()?;
         let result = Ok(released);
-        self.settled(&mut count, &result, sent, false);
+        self.settled(&mut count, &result, None, false);
         Some(result)
     }
 
     /// Counts a release that has been answered: ends the claim at zero, moves or fires
-    /// the loss signal, and says what went wrong.
+    /// the loss signal, and says what went wrong. `sent`: when it was sent (`None`:
+    /// answered at once, just now).
     fn settled(
         &self,
         count: &mut u32,
         result: &Result<Released, BackendError>,
-        sent: Instant,
+        sent: Option<Instant>,
         resent: bool,
     ) {
         *count = count.saturating_sub(1);
@@ -135,7 +135,10 @@ impl Hold {
         }
         match result {
             Ok(Released::Unlocked) => {}
-            Ok(Released::StillHeld) => self.loss.extend(sent + self.lease),
+            Ok(Released::StillHeld) => {
+                let sent = sent.unwrap_or_else(Instant::now);
+                self.loss.extend(sent + self.lease);
+            }
             Ok(Released::NotHeld) => {
                 if *count > 0 {
                     self.loss.fire();
@@ -199,7 +202,7 @@ impl LockGuard {
 
     /// A handle on the loss signal that outlives the guard (to hand to other tasks).
     pub fn loss(&self) -> LossSignal {
-        self.hold().loss.clone()
+        LossSignal::new(self.hold().clone())
     }
 
     /// Whether the lock is known or presumed lost, without waiting.
