@@ -70,6 +70,7 @@ impl Hold {
                 lease: self.lease,
                 expected: *count,
             };
+            let unlock_expected = *count <= 1 && self.manager.queues.expect_unlock(&self.key);
             // A release is safe to re-send (it carries the count it expects): ride out a
             // short failure (a failover, a reconnect) before giving the lock up to its
             // lease.
@@ -84,6 +85,10 @@ impl Hold {
                 sent = Instant::now();
                 resent = true;
                 result = self.manager.backend.release(args.clone()).await;
+            }
+            if unlock_expected {
+                let unlocked = matches!(result, Ok(Released::Unlocked));
+                self.manager.queues.unlock_settled(&self.key, unlocked);
             }
             self.settled(&mut count, &result, Some(sent), resent);
             result

@@ -245,7 +245,13 @@ fn attempt(
                 lease,
                 expected: 1,
             };
-            if let Ok(crate::Released::Unlocked) = undo_inner.backend.release(undo).await {
+            let unlock_expected = undo_inner.queues.expect_unlock(&undo_key);
+            let result = undo_inner.backend.release(undo).await;
+            let unlocked = matches!(result, Ok(crate::Released::Unlocked));
+            if unlock_expected {
+                undo_inner.queues.unlock_settled(&undo_key, unlocked);
+            }
+            if unlocked {
                 undo_inner.queues.released_locally(&undo_key);
             }
         }) as BoxFuture<()>)

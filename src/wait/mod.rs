@@ -213,12 +213,38 @@ impl WaitQueues {
         self.wake_after_release(&mut state, key);
     }
 
-    fn wake_after_release(&self, state: &mut State, key: &LockKey) {
-        let ready_at_once = self.inner.ready_at_once;
-        if let Some(queue) = state.queues.get_mut(key) {
-            if queue.ready && !ready_at_once {
+    /// A release of `key` that may unlock it is about to be sent: its unlock notification
+    /// will come back to this process. Counted *before* sending, because the notification
+    /// can arrive before the release's own reply; counted after, it would swallow the next
+    /// process's notification instead and leave the head asleep until the lease ends.
+    /// `true`: counted; settle it with [`unlock_settled`](Self::unlock_settled).
+    pub(crate) fn expect_unlock(&self, key: &LockKey) -> bool {
+        if self.inner.ready_at_once {
+            return false;
+        }
+        let mut state = self.lock();
+        match state.queues.get_mut(key) {
+            Some(queue) if queue.ready => {
                 queue.own_unlocks += 1;
+                true
             }
+            _ => false,
+        }
+    }
+
+    /// A release counted by [`expect_unlock`](Self::expect_unlock) was answered; if it did
+    /// not unlock, no notification comes and the count is taken back.
+    pub(crate) fn unlock_settled(&self, key: &LockKey, unlocked: bool) {
+        if unlocked {
+            return;
+        }
+        if let Some(queue) = self.lock().queues.get_mut(key) {
+            queue.own_unlocks = queue.own_unlocks.saturating_sub(1);
+        }
+    }
+
+    fn wake_after_release(&self, state: &mut State, key: &LockKey) {
+        if let Some(queue) = state.queues.get_mut(key) {
             queue.busy_until = None;
             if let Some(head) = queue.waiters.front() {
                 head.signal(true);
@@ -317,4 +343,64 @@ pub(crate) enum Local {
     Held,
     /// Nothing known here.
     Free,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Our release's unlock notification can come back before the release's own reply; the
+    /// next process's notification must still wake the head (it used to be taken for our
+    /// echo, leaving the head asleep until the holder's lease ended).
+    #[tokio::test]
+    async fn an_early_echo_does_not_swallow_the_next_unlock() {
+        let queues = WaitQueues::new(false);
+        let key = LockKey::new("", "order", 64).unwrap();
+        let lease = Some(Duration::from_secs(30));
+        let holder = queues.claim(&key);
+        let ticket = queues.join(&key, lease);
+        queues.subscribed(std::slice::from_ref(&key));
+        assert!(
+            matches!(ticket.turn(), Turn::Try),
+            "first try once subscribed"
+        );
+        ticket.busy(lease);
+
+        // Our release: counted before it is sent; its echo arrives before its reply.
+        assert!(queues.expect_unlock(&key));
+        queues.unlocked(&key);
+        assert!(
+            matches!(ticket.turn(), Turn::Wait(_)),
+            "our own echo wakes nobody"
+        );
+        queues.unlock_settled(&key, true);
+        holder.end(true);
+        assert!(
+            matches!(ticket.turn(), Turn::Try),
+            "our reply wakes the head"
+        );
+
+        // Another process took the lock first, then released it.
+        ticket.busy(lease);
+        queues.unlocked(&key);
+        assert!(
+            matches!(ticket.turn(), Turn::Try),
+            "the other process's unlock wakes the head"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_release_that_did_not_unlock_takes_its_count_back() {
+        let queues = WaitQueues::new(false);
+        let key = LockKey::new("", "order", 64).unwrap();
+        let ticket = queues.join(&key, None);
+        queues.subscribed(std::slice::from_ref(&key));
+        assert!(matches!(ticket.turn(), Turn::Try));
+        assert!(queues.expect_unlock(&key));
+        queues.unlock_settled(&key, false);
+        queues.unlocked(&key);
+        assert!(matches!(ticket.turn(), Turn::Try), "no echo was owed");
+    }
 }
