@@ -45,7 +45,7 @@ impl HeldLock {
 
     /// The loss signal (completes if the lock is lost while the request runs).
     pub fn loss(&self) -> LossSignal {
-        LossSignal::new(self.hold.clone())
+        self.hold.loss.clone()
     }
 
     /// Whether the lock is known or presumed lost.

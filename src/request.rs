@@ -9,7 +9,7 @@ use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
 use crate::error::{BackendError, LockError};
 use crate::guard::{Hold, LockGuard};
 use crate::key::{LockKey, OwnerId};
-use crate::loss::Loss;
+use crate::loss::LossSignal;
 use crate::manager::{LockManager, ManagerInner};
 use crate::settle::Settle;
 use crate::wait::{Claim, Local, Turn};
@@ -189,7 +189,7 @@ impl Holding {
             claim,
             runtime,
         } = self;
-        let loss = Loss::new((!renewed).then_some(acquired_at + lease));
+        let loss = LossSignal::new((!renewed).then_some(acquired_at + lease));
         let hold = Arc::new(Hold {
             manager: inner,
             key,
