@@ -169,7 +169,8 @@ fn finish<B>(
             Start::Locked(Request::from_parts(parts, body), guard, watchdog)
         }
         Err(LockError::Unavailable(error)) if config.fail_open => {
-            tracing::warn!(%error, ?key, "tower-lock: backend unavailable; running without the lock (fail open)");
+            let key = key.map_or("", LockKey::as_str);
+            tracing::warn!(%error, key, "tower-lock: backend unavailable; running without the lock (fail open)");
             Start::Unlocked(Request::from_parts(parts, body))
         }
         Err(error) => {
