@@ -13,7 +13,7 @@ use http::Request;
 use pin_project::pin_project;
 use tower::Service;
 
-use super::start::Start;
+use super::start::{Acquiring, Later, Start};
 use super::Config;
 use crate::backend::BoxFuture;
 use crate::guard::LockGuard;
@@ -63,9 +63,13 @@ where
 
 #[pin_project(project = StateProj)]
 enum State<F, B, E> {
-    /// Waiting for the lock.
+    /// Reading the key (a key source that waits).
     Starting {
         start: BoxFuture<Start<B>>,
+    },
+    /// Waiting for the lock.
+    Acquiring {
+        acquiring: Option<Acquiring<B>>,
     },
     /// Answered without calling the inner service.
     Rejected {
@@ -90,10 +94,16 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    /// Calls `service` once `start` has the lock.
-    pub(super) fn starting(start: BoxFuture<Start<B>>, service: S, config: Arc<Config>) -> Self {
+    /// Calls `service` once the start is over.
+    pub(super) fn later(later: Later<B>, service: S, config: Arc<Config>) -> Self {
+        let state = match later {
+            Later::Start(start) => State::Starting { start },
+            Later::Acquire(acquiring) => State::Acquiring {
+                acquiring: Some(acquiring),
+            },
+        };
         ResponseFuture {
-            state: State::Starting { start },
+            state,
             service: Some(service),
             config,
         }
@@ -138,12 +148,14 @@ where
             match this.state.as_mut().project() {
                 StateProj::Starting { start } => {
                     let start = ready!(start.as_mut().poll(cx));
-                    let mut service = this
-                        .service
-                        .take()
-                        .expect("the service is called once, after the lock is taken");
-                    let started = ResponseFuture::started(start, &mut service, this.config.clone());
-                    this.state.set(started.state);
+                    this.state.set(call(start, this.service, this.config));
+                }
+                StateProj::Acquiring { acquiring } => {
+                    let waiting = acquiring.as_mut().expect("the lock is taken once");
+                    let acquired = ready!(waiting.acquire.as_mut().poll(cx));
+                    let waiting = acquiring.take().expect("the lock is taken once");
+                    let start = waiting.finish(this.config, acquired);
+                    this.state.set(call(start, this.service, this.config));
                 }
                 StateProj::Rejected { response } => {
                     let response = response.take().expect("a rejection is answered once");
@@ -202,6 +214,21 @@ where
             }
         }
     }
+}
+
+/// Calls the inner service that was polled ready, once the start is over.
+fn call<S, B>(
+    start: Start<B>,
+    service: &mut Option<S>,
+    config: &Arc<Config>,
+) -> State<S::Future, B, S::Error>
+where
+    S: Service<Request<B>>,
+{
+    let mut service = service
+        .take()
+        .expect("the service is called once, after the lock is taken");
+    ResponseFuture::started(start, &mut service, config.clone()).state
 }
 
 /// Releases at once when the backend can; otherwise the future that releases.

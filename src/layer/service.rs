@@ -51,11 +51,11 @@ where
         match begin(&self.config, request) {
             // Nothing to wait for: call the instance that was polled ready right away.
             Ok(start) => ResponseFuture::started(start, &mut self.inner, self.config.clone()),
-            Err(start) => {
+            Err(later) => {
                 // Keep the instance that was polled ready; leave a fresh clone in its place.
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::starting(start, ready, self.config.clone())
+                ResponseFuture::later(later, ready, self.config.clone())
             }
         }
     }

@@ -37,11 +37,39 @@ pub(super) enum Start<B> {
     Rejected(LockRejection),
 }
 
-/// Starts a request: done (`Ok`), or the future that finishes starting it.
+/// A start that has to wait.
+// The request's parts are moved once, into the response future, which has room for them
+// anyway (its other states hold a request or the inner service's future).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Later<B> {
+    /// The key read waited: the whole start as one future (no key source does this now).
+    Start(BoxFuture<Start<B>>),
+    /// The lock has to be waited for. Only the acquisition is boxed; the request waits
+    /// beside it (a box over 1 KiB misses the allocator's per-thread cache).
+    Acquire(Acquiring<B>),
+}
+
+/// A request waiting for its lock.
+pub(super) struct Acquiring<B> {
+    pub(super) acquire: BoxFuture<Result<Acquired, LockError>>,
+    pub(super) key: Option<LockKey>,
+    pub(super) parts: Parts,
+    pub(super) body: B,
+}
+
+impl<B> Acquiring<B> {
+    /// The request with its lock, or what to answer instead.
+    pub(super) fn finish(self, config: &Config, acquired: Result<Acquired, LockError>) -> Start<B> {
+        finish(config, self.parts, self.body, acquired, self.key.as_ref())
+    }
+}
+
+/// Starts a request: done (`Ok`), or what it waits for.
+#[allow(clippy::result_large_err)] // as large as `Start`, which holds the request too
 pub(super) fn begin<B: Send + 'static>(
     config: &Arc<Config>,
     request: Request<B>,
-) -> Result<Start<B>, BoxFuture<Start<B>>> {
+) -> Result<Start<B>, Later<B>> {
     let (mut parts, body) = request.into_parts();
     let manager = match manager(config, &mut parts) {
         Ok(manager) => manager,
@@ -55,16 +83,22 @@ pub(super) fn begin<B: Send + 'static>(
     };
     let Poll::Ready(raw) = read else {
         let request = Request::from_parts(parts, body);
-        return Err(Box::pin(start(config.clone(), manager, request)));
+        return Err(Later::Start(Box::pin(start(
+            config.clone(),
+            manager,
+            request,
+        ))));
     };
     match prepare(config, &manager, parts, body, raw) {
         Prepared::Done(start) => Ok(start),
         Prepared::Lock(pending) => match pending.lock.acquire_now(false) {
             Ok(acquired) => Ok(finish(config, pending.parts, pending.body, acquired, None)),
-            Err(lock) => {
-                let pending = Pending { lock, ..pending };
-                Err(Box::pin(acquire(config.clone(), pending)))
-            }
+            Err(lock) => Err(Later::Acquire(Acquiring {
+                key: lock.key().cloned(),
+                acquire: Box::pin(lock.acquire_parts(false)),
+                parts: pending.parts,
+                body: pending.body,
+            })),
         },
     }
 }

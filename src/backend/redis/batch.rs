@@ -10,13 +10,17 @@
 //! Each operation carries the count it expects (see `scripts`), so a batch that fred
 //! re-sends after a reconnect applies at most once, like a single operation.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use fred::prelude::*;
 use tokio::sync::oneshot;
 
 use super::Inner;
+use crate::backend::BoxFuture;
 use crate::error::BackendError;
 use crate::key::{LockKey, OwnerId};
 
@@ -102,30 +106,49 @@ impl Batcher {
     }
 }
 
-/// Sends `operation` now if a send slot is free, else with the next batch.
-pub(super) async fn submit(inner: Arc<Inner>, operation: Operation) -> Reply {
-    let queued = {
-        let mut state = inner.batcher.state();
-        if state.in_flight < MAX_IN_FLIGHT && state.queue.is_empty() {
-            state.in_flight += 1;
-            Ok(operation)
-        } else {
-            let (reply, receiver) = oneshot::channel();
-            state.queue.push(Queued { operation, reply });
-            // Normally both slots are busy here; if not, nothing else would send the queue.
-            send_queued(&inner, &mut state);
-            Err(receiver)
+/// An operation on its way to Redis.
+///
+/// Under load nearly every operation is queued, and then only waits for its batch's reply:
+/// a small future. Only an operation that found a send slot free carries fred's command
+/// future, which is several kilobytes (boxed apart, so that queued operations do not pay
+/// for its size: an allocation over 1 KiB misses the allocator's per-thread cache).
+pub(super) enum Submitted {
+    Sent(BoxFuture<Reply>),
+    Queued(oneshot::Receiver<Reply>),
+}
+
+impl Future for Submitted {
+    type Output = Reply;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
+        match self.get_mut() {
+            Submitted::Sent(send) => send.as_mut().poll(cx),
+            Submitted::Queued(receiver) => Pin::new(receiver)
+                .poll(cx)
+                .map(|reply| reply.unwrap_or_else(|_| Err(missing_reply()))),
         }
-    };
-    match queued {
-        Ok(operation) => {
+    }
+}
+
+/// Sends `operation` now if a send slot is free, else with the next batch.
+pub(super) fn submit(inner: &Arc<Inner>, operation: Operation) -> Submitted {
+    let mut state = inner.batcher.state();
+    if state.in_flight < MAX_IN_FLIGHT && state.queue.is_empty() {
+        state.in_flight += 1;
+        drop(state);
+        let inner = inner.clone();
+        return Submitted::Sent(Box::pin(async move {
             // Whatever happens to this future, its slot is handed on once the send is over.
             let _slot = Slot(inner.clone());
             let mut replies = call(&inner, std::slice::from_ref(&operation)).await;
             replies.pop().unwrap_or_else(|| Err(missing_reply()))
-        }
-        Err(receiver) => receiver.await.unwrap_or_else(|_| Err(missing_reply())),
+        }));
     }
+    let (reply, receiver) = oneshot::channel();
+    state.queue.push(Queued { operation, reply });
+    // Normally both slots are busy here; if not, nothing else would send the queue.
+    send_queued(inner, &mut state);
+    Submitted::Queued(receiver)
 }
 
 fn missing_reply() -> BackendError {
