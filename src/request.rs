@@ -290,9 +290,14 @@ async fn wait_for(
         // duplicates costs one attempt, not one each).
         let claim = inner.queues.claim(key);
         let sent = Instant::now();
-        // A waiting request's deadline also bounds its first attempt (a slow backend); a
-        // single try is bounded by the backend's own command timeout.
-        let first = if wait.is_zero() {
+        // A waiting request's deadline also bounds its first attempt (a slow backend),
+        // unless the backend's own time limit comes first (a single try, or the common
+        // long wait: no timer to set and cancel).
+        let bounded = inner
+            .backend
+            .acquire_time_limit()
+            .is_some_and(|limit| limit <= wait);
+        let first = if wait.is_zero() || bounded {
             attempt(inner, key, owner, lease).await
         } else {
             match tokio::time::timeout_at(deadline, attempt(inner, key, owner, lease)).await {

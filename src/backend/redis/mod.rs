@@ -185,8 +185,8 @@ impl RedisBackend {
         self.inner.batcher.queued()
     }
 
-    fn submit(&self, operation: Operation) -> BoxFuture<Result<i64, BackendError>> {
-        Box::pin(batch::submit(self.inner.clone(), operation))
+    fn submit(&self, operation: Operation) -> batch::Submitted {
+        batch::submit(&self.inner, operation)
     }
 }
 
@@ -309,6 +309,15 @@ impl Backend for RedisBackend {
                 _ => Released::Unlocked,
             })
         })
+    }
+
+    fn acquire_time_limit(&self) -> Option<Duration> {
+        // Queued behind sends on their way (each bounded by the time limit), then sent.
+        // Waiting for replicas (and undoing on too few) adds more: no bound given then.
+        if self.inner.replica_ack.is_some() {
+            return None;
+        }
+        self.inner.options.timeout.map(|limit| limit * 2)
     }
 
     fn renew(
