@@ -99,6 +99,13 @@ impl LockKey {
         Ok(LockKey::from_text(text))
     }
 
+    /// Which of `shards` parts of a table keyed by lock keys holds this key. Uses hash
+    /// bits that the table's own buckets do not (hashbrown takes the low bits for the
+    /// bucket and the top seven for its tags).
+    pub(crate) fn shard(&self, shards: usize) -> usize {
+        (self.1 >> 32) as usize % shards
+    }
+
     /// The full key as stored in Redis (the hash that holds the lock).
     pub fn as_str(&self) -> &str {
         &self.0

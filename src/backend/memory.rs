@@ -26,8 +26,17 @@ use crate::wait::WaitQueues;
 /// ```
 #[derive(Clone, Default, Debug)]
 pub struct MemoryBackend {
-    locks: Arc<Mutex<Locks>>,
+    shards: Arc<[Shard; SHARDS]>,
 }
+
+/// The lock table is split by name, so that requests for different names on different
+/// threads seldom take the same mutex (or pass its cache line back and forth).
+const SHARDS: usize = 16;
+
+/// One part of the lock table, on a cache line of its own.
+#[derive(Default, Debug)]
+#[repr(align(64))]
+struct Shard(Mutex<Locks>);
 
 #[derive(Default, Debug)]
 struct Locks {
@@ -53,7 +62,7 @@ impl MemoryBackend {
     /// tests). Its holder's next renewal finds it gone and fires its loss signal. Returns
     /// whether a live lock was deleted.
     pub fn force_unlock(&self, key: &LockKey) -> bool {
-        self.with_locks(|locks, now| {
+        self.with_locks(key, |locks, now| {
             let live = locks.live(key, now).is_some();
             locks.held.remove(key);
             live
@@ -61,7 +70,7 @@ impl MemoryBackend {
     }
 
     fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
-        let attempt = self.with_locks(|locks, now| {
+        let attempt = self.with_locks(&args.key, |locks, now| {
             locks.sweep(now);
             let expires = now + args.lease;
             match locks.live(&args.key, now) {
@@ -94,7 +103,7 @@ impl MemoryBackend {
     }
 
     fn drop_one(&self, args: &ReleaseArgs) -> Result<Released, BackendError> {
-        let released = self.with_locks(|locks, now| {
+        let released = self.with_locks(&args.key, |locks, now| {
             let Some(hold) = locks.live(&args.key, now) else {
                 return Released::NotHeld;
             };
@@ -117,8 +126,10 @@ impl MemoryBackend {
         Ok(released)
     }
 
-    fn with_locks<T>(&self, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+    /// Runs `f` on the part of the table that holds `key`.
+    fn with_locks<T>(&self, key: &LockKey, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
+        let shard = &self.shards[key.shard(SHARDS)];
+        let mut locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut locks, Instant::now())
     }
 }
@@ -173,7 +184,7 @@ impl Backend for MemoryBackend {
         owner: OwnerId,
         lease: Duration,
     ) -> BoxFuture<Result<bool, BackendError>> {
-        let renewed = self.with_locks(|locks, now| match locks.live(&key, now) {
+        let renewed = self.with_locks(&key, |locks, now| match locks.live(&key, now) {
             Some(hold) if hold.owner == owner => {
                 hold.expires = now + lease;
                 true

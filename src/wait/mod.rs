@@ -28,13 +28,22 @@ pub struct WaitQueues {
 }
 
 struct Inner {
-    state: Mutex<State>,
+    /// The queues, split by name like the memory backend's table: requests for different
+    /// names on different threads seldom take the same mutex.
+    shards: [Shard; SHARDS],
     /// Signalled when the set of watched names changed (see [`WaitQueues::changed`]).
     changed: Notify,
     /// Queues are ready at once: the backend needs no subscription (single process).
     ready_at_once: bool,
     next_waiter: AtomicU64,
 }
+
+const SHARDS: usize = 16;
+
+/// One part of the queues, on a cache line of its own.
+#[derive(Default)]
+#[repr(align(64))]
+struct Shard(Mutex<State>);
 
 #[derive(Default)]
 struct State {
@@ -72,10 +81,16 @@ impl Waiter {
     }
 }
 
+fn lock_shard(shard: &Shard) -> MutexGuard<'_, State> {
+    // A panic while holding this lock cannot leave the state half-changed in a way that
+    // matters more than stopping every waiter would, so keep going.
+    shard.0.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl std::fmt::Debug for WaitQueues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WaitQueues")
-            .field("names", &self.lock().queues.len())
+            .field("names", &self.len())
             .finish()
     }
 }
@@ -84,7 +99,7 @@ impl WaitQueues {
     pub(crate) fn new(ready_at_once: bool) -> Self {
         WaitQueues {
             inner: Arc::new(Inner {
-                state: Mutex::new(State::default()),
+                shards: Default::default(),
                 changed: Notify::new(),
                 ready_at_once,
                 next_waiter: AtomicU64::new(1),
@@ -92,10 +107,14 @@ impl WaitQueues {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding this lock cannot leave the state half-changed in a way
-        // that matters more than stopping every waiter would, so keep going.
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// The part of the queues that holds `key`.
+    fn lock(&self, key: &LockKey) -> MutexGuard<'_, State> {
+        lock_shard(&self.inner.shards[key.shard(SHARDS)])
+    }
+
+    /// Every part of the queues, one after the other.
+    fn each_shard(&self) -> impl Iterator<Item = MutexGuard<'_, State>> {
+        self.inner.shards.iter().map(lock_shard)
     }
 
     /// Completes when names were added or removed since the last [`take_changes`](Self::take_changes).
@@ -105,22 +124,21 @@ impl WaitQueues {
 
     /// The names whose subscription may need to change, each with whether it is wanted now.
     pub fn take_changes(&self) -> Vec<(LockKey, bool)> {
-        let mut state = self.lock();
-        let changes = std::mem::take(&mut state.changes);
-        changes
-            .into_iter()
-            .map(|key| {
+        let mut changes = Vec::new();
+        for mut state in self.each_shard() {
+            let taken = std::mem::take(&mut state.changes);
+            changes.extend(taken.into_iter().map(|key| {
                 let wanted = state.queues.contains_key(&key);
                 (key, wanted)
-            })
-            .collect()
+            }));
+        }
+        changes
     }
 
     /// The backend now delivers unlock notifications for `keys`: their heads retry.
     pub fn subscribed(&self, keys: &[LockKey]) {
-        let mut state = self.lock();
         for key in keys {
-            if let Some(queue) = state.queues.get_mut(key) {
+            if let Some(queue) = self.lock(key).queues.get_mut(key) {
                 queue.ready = true;
                 if let Some(head) = queue.waiters.front() {
                     head.signal(true);
@@ -131,7 +149,7 @@ impl WaitQueues {
 
     /// Another process released `key`: its local head retries.
     pub fn unlocked(&self, key: &LockKey) {
-        let mut state = self.lock();
+        let mut state = self.lock(key);
         if let Some(queue) = state.queues.get_mut(key) {
             if queue.own_unlocks > 0 {
                 // Our own release, already announced locally.
@@ -146,7 +164,7 @@ impl WaitQueues {
 
     /// A read lock on `key` was released: every local waiter retries.
     pub fn unlocked_all(&self, key: &LockKey) {
-        let mut state = self.lock();
+        let mut state = self.lock(key);
         if let Some(queue) = state.queues.get_mut(key) {
             for waiter in &queue.waiters {
                 waiter.signal(true);
@@ -156,16 +174,17 @@ impl WaitQueues {
 
     /// Whether `key` has local waiters now.
     pub fn is_watched(&self, key: &LockKey) -> bool {
-        self.lock().queues.contains_key(key)
+        self.lock(key).queues.contains_key(key)
     }
 
     /// Notifications may have been lost (reconnect, lagging receiver): every head retries.
     pub fn resync(&self) {
-        let mut state = self.lock();
-        for queue in state.queues.values_mut() {
-            queue.own_unlocks = 0;
-            if let Some(head) = queue.waiters.front() {
-                head.signal(true);
+        for mut state in self.each_shard() {
+            for queue in state.queues.values_mut() {
+                queue.own_unlocks = 0;
+                if let Some(head) = queue.waiters.front() {
+                    head.signal(true);
+                }
             }
         }
     }
@@ -173,7 +192,7 @@ impl WaitQueues {
     /// Claims `key` for a holder or an attempt of this process: until the claim ends,
     /// newcomers queue instead of trying in vain.
     pub(crate) fn claim(&self, key: &LockKey) -> Claim {
-        *self.lock().held.entry(key.clone()).or_insert(0) += 1;
+        *self.lock(key).held.entry(key.clone()).or_insert(0) += 1;
         Claim {
             queues: self.clone(),
             key: key.clone(),
@@ -182,7 +201,7 @@ impl WaitQueues {
     }
 
     fn hold_ended(&self, key: &LockKey, unlocked: bool) {
-        let mut state = self.lock();
+        let mut state = self.lock(key);
         if let Some(count) = state.held.get_mut(key) {
             *count -= 1;
             if *count == 0 {
@@ -196,7 +215,7 @@ impl WaitQueues {
 
     /// What a newcomer for `key` finds in this process.
     pub(crate) fn local_state(&self, key: &LockKey) -> Local {
-        let state = self.lock();
+        let state = self.lock(key);
         if state.queues.contains_key(key) {
             Local::Queued
         } else if state.held.contains_key(key) {
@@ -209,7 +228,7 @@ impl WaitQueues {
     /// This process released `key` (the lock is free): wake the next local waiter now,
     /// without waiting for our own notification to come back.
     pub(crate) fn released_locally(&self, key: &LockKey) {
-        let mut state = self.lock();
+        let mut state = self.lock(key);
         self.wake_after_release(&mut state, key);
     }
 
@@ -222,7 +241,7 @@ impl WaitQueues {
         if self.inner.ready_at_once {
             return false;
         }
-        let mut state = self.lock();
+        let mut state = self.lock(key);
         match state.queues.get_mut(key) {
             Some(queue) if queue.ready => {
                 queue.own_unlocks += 1;
@@ -238,7 +257,7 @@ impl WaitQueues {
         if unlocked {
             return;
         }
-        if let Some(queue) = self.lock().queues.get_mut(key) {
+        if let Some(queue) = self.lock(key).queues.get_mut(key) {
             queue.own_unlocks = queue.own_unlocks.saturating_sub(1);
         }
     }
@@ -254,19 +273,28 @@ impl WaitQueues {
 
     /// Number of local waiters queued for `key`.
     pub(crate) fn queued(&self, key: &LockKey) -> usize {
-        self.lock().queues.get(key).map_or(0, |q| q.waiters.len())
+        self.lock(key)
+            .queues
+            .get(key)
+            .map_or(0, |q| q.waiters.len())
     }
 
     /// (names with waiters, waiters, names claimed by holders or attempts).
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
-        let state = self.lock();
-        let waiters = state.queues.values().map(|q| q.waiters.len()).sum();
-        (state.queues.len(), waiters, state.held.len())
+        self.each_shard()
+            .fold((0, 0, 0), |(names, waiters, held), state| {
+                let queued: usize = state.queues.values().map(|q| q.waiters.len()).sum();
+                (
+                    names + state.queues.len(),
+                    waiters + queued,
+                    held + state.held.len(),
+                )
+            })
     }
 
     /// Number of names with local waiters.
     pub(crate) fn len(&self) -> usize {
-        self.lock().queues.len()
+        self.each_shard().map(|state| state.queues.len()).sum()
     }
 
     /// Enqueues a waiter at the back of `key`'s queue. `busy_for` is the holder's remaining
@@ -277,7 +305,7 @@ impl WaitQueues {
             wake: Notify::new(),
             retry: AtomicBool::new(false),
         });
-        let mut state = self.lock();
+        let mut state = self.lock(key);
         let created = !state.queues.contains_key(key);
         let ready_at_once = self.inner.ready_at_once;
         let queue = state.queues.entry(key.clone()).or_insert_with(|| Queue {

@@ -28,7 +28,7 @@ pub(crate) struct Ticket {
 impl Ticket {
     /// Decides whether this waiter tries now or waits (and until when).
     pub(crate) fn turn(&self) -> Turn {
-        let state = self.queues.lock();
+        let state = self.queues.lock(&self.key);
         let Some(queue) = state.queues.get(&self.key) else {
             return Turn::Wait(None);
         };
@@ -55,7 +55,7 @@ impl Ticket {
 
     /// The attempt found the lock busy for `busy_for` (`None`: no expiry).
     pub(crate) fn busy(&self, busy_for: Option<std::time::Duration>) {
-        let mut state = self.queues.lock();
+        let mut state = self.queues.lock(&self.key);
         if let Some(queue) = state.queues.get_mut(&self.key) {
             queue.busy_until = busy_for.map(|d| Instant::now() + d);
         }
@@ -70,7 +70,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut state = self.queues.lock();
+        let mut state = self.queues.lock(&self.key);
         let Some(queue) = state.queues.get_mut(&self.key) else {
             return;
         };
