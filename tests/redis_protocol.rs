@@ -252,3 +252,31 @@ async fn queued_operations_go_together_and_fail_alone() {
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
 }
+
+/// An operation's future that is dropped before it is ever polled gives its send slot
+/// back: later operations are still sent (two leaked slots would leave every later
+/// operation queued forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_dropped_unpolled_free_their_send_slots() {
+    use tower_lock::backend::{AcquireArgs, Attempt, Backend};
+    use tower_lock::OwnerId;
+
+    let backend = RedisBackend::connect(&support::shared_redis_url())
+        .await
+        .unwrap();
+    let locks = LockManager::memory();
+    let args = |name: &str| AcquireArgs {
+        key: locks.key(&support::unique(name)).unwrap(),
+        owner: OwnerId::from_raw("dropped-unpolled:1"),
+        lease: Duration::from_secs(30),
+        expected: 0,
+    };
+    for _ in 0..3 {
+        drop(backend.acquire(args("never-sent")));
+    }
+    let attempt = tokio::time::timeout(Duration::from_secs(10), backend.acquire(args("sent")))
+        .await
+        .expect("a later operation is sent (no send slot leaked)");
+    assert!(matches!(attempt, Ok(Attempt::Acquired)), "{attempt:?}");
+    assert_eq!(backend.queued_operations(), 0);
+}

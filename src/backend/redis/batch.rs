@@ -136,10 +136,12 @@ pub(super) fn submit(inner: &Arc<Inner>, operation: Operation) -> Submitted {
     if state.in_flight < MAX_IN_FLIGHT && state.queue.is_empty() {
         state.in_flight += 1;
         drop(state);
+        // Whatever happens to this future (even a drop before its first poll), its slot
+        // is handed on once the send is over.
+        let slot = Slot(inner.clone());
         let inner = inner.clone();
         return Submitted::Sent(Box::pin(async move {
-            // Whatever happens to this future, its slot is handed on once the send is over.
-            let _slot = Slot(inner.clone());
+            let _slot = slot;
             let mut replies = call(&inner, std::slice::from_ref(&operation)).await;
             replies.pop().unwrap_or_else(|| Err(missing_reply()))
         }));
