@@ -660,14 +660,7 @@ async fn s4(url: &str, scale: Scale, report: &mut Report) {
     let sequence = Arc::new(AtomicU64::new(0));
     // (a) one connection per variant, sequential requests, distinct keys; the variants
     // take turns request by request.
-    let clients: Vec<_> = variants
-        .iter()
-        .map(|_| {
-            HttpClient::builder(TokioExecutor::new())
-                .pool_max_idle_per_host(1)
-                .build_http::<Empty<Bytes>>()
-        })
-        .collect();
+    let clients = http_clients(variants.len());
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
     let mut evals = Vec::new();
     for _ in 0..scale.s4_sequential {
@@ -722,13 +715,7 @@ async fn s4(url: &str, scale: Scale, report: &mut Report) {
     );
 
     // (b) 64 connections; the variants take turns (see `ROUNDS`).
-    let clients: Vec<_> = (0..64)
-        .map(|_| {
-            HttpClient::builder(TokioExecutor::new())
-                .pool_max_idle_per_host(1)
-                .build_http::<Empty<Bytes>>()
-        })
-        .collect();
+    let clients = http_clients(64);
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
     let mut elapsed = vec![Duration::ZERO; variants.len()];
     for _ in 0..ROUNDS {
@@ -789,6 +776,19 @@ async fn s4(url: &str, scale: Scale, report: &mut Report) {
         "≥ 0.9",
         r_memory >= 0.9,
     );
+}
+
+/// `n` HTTP clients of one connection each.
+fn http_clients(
+    n: usize,
+) -> Vec<HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>> {
+    (0..n)
+        .map(|_| {
+            HttpClient::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(1)
+                .build_http::<Empty<Bytes>>()
+        })
+        .collect()
 }
 
 async fn post_once(
