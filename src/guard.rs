@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
-use crate::loss::LossSignal;
+use crate::loss::{Loss, LossSignal};
 use crate::manager::ManagerInner;
 use crate::request::InlineWatchdog;
 use crate::settle::Settle;
@@ -36,7 +36,7 @@ pub(crate) struct Hold {
     /// The owner's count in the backend; locked around every change so that each change
     /// is sent with the count it expects.
     pub(crate) count: Arc<tokio::sync::Mutex<u32>>,
-    pub(crate) loss: LossSignal,
+    pub(crate) loss: Loss,
     /// Its slot in the manager's renewal schedule, while one is due.
     pub(crate) renewal: Mutex<Option<(Instant, u64)>>,
     /// Closed before the last release: no renewal after it.
@@ -207,7 +207,7 @@ impl LockGuard {
 
     /// A handle on the loss signal that outlives the guard (to hand to other tasks).
     pub fn loss(&self) -> LossSignal {
-        self.hold().loss.clone()
+        self.hold().loss.signal()
     }
 
     /// Whether the lock is known or presumed lost, without waiting.
@@ -218,7 +218,7 @@ impl LockGuard {
     /// Completes when the lock is lost (a renewal found it gone, renewals failed for a
     /// whole lease, or an explicit lease ended).
     pub async fn lost(&self) {
-        self.hold().loss.lost().await
+        self.hold().loss.signal().lost().await
     }
 
     /// Acquires the same lock again for the same owner (count + 1). The returned guard

@@ -45,7 +45,7 @@ impl HeldLock {
 
     /// The loss signal (completes if the lock is lost while the request runs).
     pub fn loss(&self) -> LossSignal {
-        self.hold.loss.clone()
+        self.hold.loss.signal()
     }
 
     /// Whether the lock is known or presumed lost.

@@ -11,6 +11,9 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::LockError;
 
+/// Keys up to this many bytes are put together on the stack.
+const SHORT_KEY: usize = 256;
+
 /// Default longest accepted lock name, in bytes (prefix excluded).
 pub const DEFAULT_MAX_NAME_LEN: usize = 1024;
 
@@ -77,24 +80,41 @@ impl LockKey {
     }
 
     /// Builds `prefix + name`, rejecting an empty name or one longer than `max_len` bytes.
+    #[cfg(test)]
     pub(crate) fn new(prefix: &str, name: &str, max_len: usize) -> Result<Self, LockError> {
-        if name.is_empty() {
+        Self::joined(prefix, &[name], max_len)
+    }
+
+    /// Builds `prefix` followed by the parts of the name, with the checks of
+    /// [`new`](Self::new). A short key takes one allocation (its own).
+    pub(crate) fn joined(prefix: &str, name: &[&str], max_len: usize) -> Result<Self, LockError> {
+        let name_len: usize = name.iter().map(|part| part.len()).sum();
+        if name_len == 0 {
             return Err(LockError::InvalidName {
                 reason: "the lock name is empty".into(),
             });
         }
-        if name.len() > max_len {
+        if name_len > max_len {
             return Err(LockError::InvalidName {
                 reason: format!(
-                    "the lock name is {} bytes long; the limit is {max_len} bytes",
-                    name.len()
+                    "the lock name is {name_len} bytes long; the limit is {max_len} bytes"
                 ),
             });
         }
-        let text: Arc<str> = if prefix.is_empty() {
-            name.into()
+        let parts = std::iter::once(&prefix).chain(name);
+        let len = prefix.len() + name_len;
+        let mut short = [0u8; SHORT_KEY];
+        let text: Arc<str> = if len <= SHORT_KEY {
+            let mut at = 0;
+            for part in parts {
+                short[at..at + part.len()].copy_from_slice(part.as_bytes());
+                at += part.len();
+            }
+            std::str::from_utf8(&short[..len])
+                .expect("joined from whole strings")
+                .into()
         } else {
-            [prefix, name].concat().into()
+            parts.copied().collect::<String>().into()
         };
         Ok(LockKey::from_text(text))
     }
@@ -200,6 +220,9 @@ impl fmt::Display for OwnerId {
     }
 }
 
+/// The longest owner id a manager makes: a hyphenated UUID, `:` and a `u64`.
+const OWNER_ID_MAX: usize = 36 + 1 + 20;
+
 /// Hands out owner ids and request ids for one manager.
 #[derive(Debug)]
 pub(crate) struct Ids {
@@ -220,7 +243,12 @@ impl Ids {
     }
 
     pub(crate) fn next_owner(&self) -> OwnerId {
-        // Written by hand: `format!` costs several times more, once per acquisition.
+        // Written by hand into one buffer: `format!` costs several times more, and a
+        // `String` turned into an `Arc<str>` is a second allocation, once per acquisition.
+        let mut text = [0u8; OWNER_ID_MAX];
+        let manager = self.manager.as_bytes();
+        text[..manager.len()].copy_from_slice(manager);
+        text[manager.len()] = b':';
         let mut digits = [0u8; 20];
         let mut at = digits.len();
         let mut number = self.next_number();
@@ -232,8 +260,9 @@ impl Ids {
                 break;
             }
         }
-        let number = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
-        OwnerId([&self.manager, ":", number].concat().into())
+        let len = manager.len() + 1 + digits.len() - at;
+        text[manager.len() + 1..len].copy_from_slice(&digits[at..]);
+        OwnerId(std::str::from_utf8(&text[..len]).expect("ASCII").into())
     }
 
     fn next_number(&self) -> u64 {
@@ -281,11 +310,34 @@ mod tests {
     }
 
     #[test]
+    fn keys_are_joined_whole_short_or_long() {
+        let key = LockKey::joined("app:", &["order:", "42"], 1024).unwrap();
+        assert_eq!(key, LockKey::new("app:", "order:42", 1024).unwrap());
+        // Around the length put together on the stack ("app:" is 4 bytes).
+        for name in [
+            "a".repeat(SHORT_KEY - 5),
+            "a".repeat(SHORT_KEY - 4),
+            "a".repeat(SHORT_KEY - 3),
+            "é".repeat(SHORT_KEY),
+        ] {
+            let key = LockKey::joined("app:", &[&name[..2], &name[2..]], 4096).unwrap();
+            assert_eq!(key.as_str(), format!("app:{name}"));
+        }
+        assert!(LockKey::joined("app:", &["", ""], 10).is_err());
+        assert!(LockKey::joined("app:", &["01234", "56789"], 10).is_ok());
+        assert!(LockKey::joined("app:", &["01234", "567890"], 10).is_err());
+    }
+
+    #[test]
     fn owner_ids_are_unique_and_carry_the_manager_id() {
         let ids = Ids::new();
         let (a, b) = (ids.next_owner(), ids.next_owner());
         assert_ne!(a, b);
-        assert!(a.as_str().starts_with(ids.manager_id()));
+        assert_eq!(a.as_str(), format!("{}:1", ids.manager_id()));
+        assert_eq!(b.as_str(), format!("{}:2", ids.manager_id()));
         assert_ne!(Ids::new().manager_id(), ids.manager_id());
+        ids.next.store(u64::MAX, Ordering::Relaxed);
+        let last = ids.next_owner();
+        assert_eq!(last.as_str(), format!("{}:{}", ids.manager_id(), u64::MAX));
     }
 }

@@ -79,13 +79,14 @@ impl KeySource {
         }
     }
 
-    /// Reads the raw value. `Ok(None)`: no route matched the request (it is on its way to
-    /// the router's fallback), so there is nothing to lock.
-    pub(crate) async fn read_routed(
+    /// Reads the raw value and hands it to `use_value`. `Ok(None)`: no route matched the
+    /// request (it is on its way to the router's fallback), so there is nothing to lock.
+    pub(crate) async fn read_routed<T>(
         &self,
         parts: &mut Parts,
-    ) -> Result<Option<String>, LockRejection> {
-        match self.read(parts).await {
+        use_value: impl FnOnce(&str) -> T,
+    ) -> Result<Option<T>, LockRejection> {
+        match self.read_with(parts, use_value).await {
             Err(LockRejection::MissingKey { .. })
                 if matches!(self.kind, Kind::Path(_))
                     && parts.extensions.get::<MatchedPath>().is_none() =>
@@ -98,48 +99,63 @@ impl KeySource {
 
     /// Reads the raw value.
     pub(crate) async fn read(&self, parts: &mut Parts) -> Result<String, LockRejection> {
+        self.read_with(parts, str::to_owned).await
+    }
+
+    /// Reads the raw value and hands it to `use_value`, borrowed where the request has it
+    /// as it is (no copy per request).
+    async fn read_with<T>(
+        &self,
+        parts: &mut Parts,
+        use_value: impl FnOnce(&str) -> T,
+    ) -> Result<T, LockRejection> {
         let what = || self.describe();
         let invalid = |reason: &str| LockRejection::InvalidKey {
             what: what(),
             reason: reason.to_owned(),
         };
         let missing = || LockRejection::MissingKey { what: what() };
-        let value = match &self.kind {
+        let checked = |value: &str| {
+            if value.is_empty() {
+                Err(invalid("it is empty"))
+            } else {
+                Ok(use_value(value))
+            }
+        };
+        match &self.kind {
             Kind::Path(name) => match RawPathParams::from_request_parts(parts, &()).await {
-                Ok(params) => params
-                    .iter()
-                    .find(|(key, _)| *key == &**name)
-                    .map(|(_, value)| value.to_owned())
-                    .ok_or_else(missing)?,
+                Ok(params) => {
+                    let value = params
+                        .iter()
+                        .find(|(key, _)| *key == &**name)
+                        .map(|(_, value)| value)
+                        .ok_or_else(missing)?;
+                    checked(value)
+                }
                 Err(RawPathParamsRejection::InvalidUtf8InPathParam(_)) => {
-                    return Err(invalid("it is not valid UTF-8 once percent-decoded"))
+                    Err(invalid("it is not valid UTF-8 once percent-decoded"))
                 }
-                Err(_) => {
-                    return Err(LockRejection::Misplaced {
-                        param: name.to_string(),
-                    })
-                }
+                Err(_) => Err(LockRejection::Misplaced {
+                    param: name.to_string(),
+                }),
             },
             Kind::Header(Ok(name)) => {
                 let value = parts.headers.get(name).ok_or_else(missing)?;
-                std::str::from_utf8(value.as_bytes())
-                    .map_err(|_| invalid("it is not valid UTF-8"))?
-                    .to_owned()
+                checked(
+                    std::str::from_utf8(value.as_bytes())
+                        .map_err(|_| invalid("it is not valid UTF-8"))?,
+                )
             }
-            Kind::Header(Err(name)) => {
-                return Err(invalid(&format!(
-                    "`{name}` is not a valid header name (fix the LockLayer's configuration)"
-                )))
-            }
-            Kind::Query(name) => query_param(parts.uri.query().unwrap_or(""), name)
-                .ok_or_else(missing)?
-                .map_err(|_| invalid("it is not valid UTF-8 once percent-decoded"))?,
-            Kind::Fn(f) => f(parts).ok_or_else(missing)?,
-        };
-        if value.is_empty() {
-            return Err(invalid("it is empty"));
+            Kind::Header(Err(name)) => Err(invalid(&format!(
+                "`{name}` is not a valid header name (fix the LockLayer's configuration)"
+            ))),
+            Kind::Query(name) => checked(
+                &query_param(parts.uri.query().unwrap_or(""), name)
+                    .ok_or_else(missing)?
+                    .map_err(|_| invalid("it is not valid UTF-8 once percent-decoded"))?,
+            ),
+            Kind::Fn(f) => checked(&f(parts).ok_or_else(missing)?),
         }
-        Ok(value)
     }
 }
 

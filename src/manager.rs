@@ -107,13 +107,23 @@ impl LockManager {
 
     /// A request for a key already validated by [`key`](Self::key).
     pub(crate) fn lock_key(&self, key: LockKey) -> LockRequest {
-        LockRequest::new(self.clone(), Ok(key))
+        self.clone().into_lock(key)
+    }
+
+    /// [`lock_key`](Self::lock_key) with this handle moved into the request.
+    pub(crate) fn into_lock(self, key: LockKey) -> LockRequest {
+        LockRequest::new(self, Ok(key))
     }
 
     /// The key `name` maps to, or why it is not a valid name.
     pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
+        self.joined_key(&[name])
+    }
+
+    /// The key of the name made of `name`'s parts in order.
+    pub(crate) fn joined_key(&self, name: &[&str]) -> Result<LockKey, LockError> {
         let settings = &self.inner.settings;
-        let key = LockKey::new(&settings.key_prefix, name, settings.max_name_len)?;
+        let key = LockKey::joined(&settings.key_prefix, name, settings.max_name_len)?;
         self.inner
             .backend
             .check_key(&key)

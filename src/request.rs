@@ -9,7 +9,7 @@ use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
 use crate::error::{BackendError, LockError};
 use crate::guard::{Hold, LockGuard};
 use crate::key::{LockKey, OwnerId};
-use crate::loss::LossSignal;
+use crate::loss::Loss;
 use crate::manager::{LockManager, ManagerInner};
 use crate::settle::Settle;
 use crate::wait::{Claim, Local, Turn};
@@ -119,8 +119,10 @@ impl LockRequest {
             // Busy, an error or no answer: the waiting path tries again (and queues).
             _ => return Err(self),
         }
+        // The request's handle on the manager moves into the hold (no count change on
+        // the manager shared by every request).
         let hold = Holding {
-            inner: inner.clone(),
+            inner: self.manager.inner,
             key: args.key,
             owner: args.owner,
             lease,
@@ -143,8 +145,8 @@ impl LockRequest {
     /// Acquires; with `spawn_watchdog == false` the watchdog (if any) is returned for the
     /// caller to start, and the caller must drop it before releasing.
     pub(crate) async fn acquire_parts(self, spawn_watchdog: bool) -> Result<Acquired, LockError> {
-        let inner = self.manager.inner.clone();
-        let (lease, renewed) = self.lease_to_take(&inner);
+        let (lease, renewed) = self.lease_to_take(&self.manager.inner);
+        let inner = self.manager.inner;
         let key = self.key?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| BackendError::new("tower-lock needs a Tokio runtime"))?;
@@ -189,7 +191,7 @@ impl Holding {
             claim,
             runtime,
         } = self;
-        let loss = LossSignal::new((!renewed).then_some(acquired_at + lease));
+        let loss = Loss::new((!renewed).then_some(acquired_at + lease));
         let hold = Arc::new(Hold {
             manager: inner,
             key,

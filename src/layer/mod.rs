@@ -47,6 +47,7 @@ pub use future::ResponseFuture;
 pub use service::Lock;
 
 use crate::extract::Lockable;
+use crate::key::LockKey;
 use crate::key_source::KeySource;
 use crate::manager::LockManager;
 use crate::rejection::LockRejection;
@@ -68,8 +69,8 @@ type RejectionFn = dyn Fn(LockRejection) -> Response + Send + Sync;
 #[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) source: KeySource,
-    /// Raw value → lock name (prefix applied, or a `Lockable`'s parse + name).
-    pub(crate) name: Arc<NameFn>,
+    /// Raw value → lock name.
+    pub(crate) naming: Naming,
     pub(crate) manager: Option<LockManager>,
     pub(crate) wait: Option<Duration>,
     pub(crate) lease: Option<Duration>,
@@ -96,7 +97,7 @@ impl LockLayer {
         LockLayer {
             config: Arc::new(Config {
                 source,
-                name: prefixed(prefix),
+                naming: Naming::Prefixed(prefix.into()),
                 manager: None,
                 wait: None,
                 lease: None,
@@ -136,7 +137,8 @@ impl LockLayer {
     /// handler using both enters the layer's lock again instead of waiting for itself.
     pub fn for_key<K: Lockable>() -> Self {
         let mut layer = Self::new(K::source());
-        layer.config_mut().name = Arc::new(|raw: &str| K::parse(raw).map(|k| k.lock_name()));
+        layer.config_mut().naming =
+            Naming::Parsed(Arc::new(|raw: &str| K::parse(raw).map(|k| k.lock_name())));
         layer
     }
 
@@ -147,7 +149,7 @@ impl LockLayer {
     /// Names locks `<prefix><value>` instead of `<param>:<value>`, e.g. the route's name,
     /// so that keys of different routes never collide.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.config_mut().name = prefixed(prefix.into());
+        self.config_mut().naming = Naming::Prefixed(prefix.into().into());
         self
     }
 
@@ -213,20 +215,59 @@ impl LockLayer {
 /// `<prefix><value>`, with `%`, `{` and `}` of the request's value percent-escaped so that
 /// request input can never introduce a Redis Cluster hash tag (or collide with a name that
 /// has one).
-fn prefixed(prefix: String) -> Arc<NameFn> {
-    Arc::new(move |raw: &str| {
-        let mut name = String::with_capacity(prefix.len() + raw.len());
-        name.push_str(&prefix);
-        for c in raw.chars() {
-            match c {
-                '%' => name.push_str("%25"),
-                '{' => name.push_str("%7B"),
-                '}' => name.push_str("%7D"),
-                c => name.push(c),
-            }
+/// How a request's raw key value becomes its lock's name.
+#[derive(Clone)]
+pub(crate) enum Naming {
+    /// `<prefix><value>`, with `%`, `{` and `}` in the value percent-escaped (braces
+    /// would make a Redis Cluster hash tag of the value).
+    Prefixed(Arc<str>),
+    /// A [`Lockable`]'s parse and name.
+    Parsed(Arc<NameFn>),
+}
+
+impl Naming {
+    /// The key of `raw`'s lock, or the rejection of a value that names none.
+    pub(crate) fn key(
+        &self,
+        manager: &LockManager,
+        source: &KeySource,
+        raw: &str,
+    ) -> Result<LockKey, LockRejection> {
+        let key = match self {
+            Naming::Prefixed(prefix) => match escaped(raw) {
+                Some(escaped) => manager.joined_key(&[prefix, &escaped]),
+                None => manager.joined_key(&[prefix, raw]),
+            },
+            Naming::Parsed(name) => match name(raw) {
+                Ok(name) => manager.key(&name),
+                Err(reason) => {
+                    let what = source.describe();
+                    return Err(LockRejection::InvalidKey { what, reason });
+                }
+            },
+        };
+        // Naming only fails with `InvalidName` (a 400), so the busy status is not used.
+        key.map_err(|error| {
+            LockRejection::from_error(error, &source.describe(), StatusCode::CONFLICT)
+        })
+    }
+}
+
+/// `raw` with `%`, `{` and `}` percent-escaped, or `None` when it has none of them.
+fn escaped(raw: &str) -> Option<String> {
+    if !raw.bytes().any(|byte| matches!(byte, b'%' | b'{' | b'}')) {
+        return None;
+    }
+    let mut name = String::with_capacity(raw.len() + 8);
+    for c in raw.chars() {
+        match c {
+            '%' => name.push_str("%25"),
+            '{' => name.push_str("%7B"),
+            '}' => name.push_str("%7D"),
+            c => name.push(c),
         }
-        Ok(name)
-    })
+    }
+    Some(name)
 }
 
 impl<S> Layer<S> for LockLayer {

@@ -78,10 +78,10 @@ pub(super) fn begin<B: Send + 'static>(
     // The key sources read what the request already carries: their futures are ready at
     // once. Should one ever wait, the boxed path reads it properly.
     let read = {
-        let read = pin!(config.source.read_routed(&mut parts));
+        let read = pin!(read_key(config, &manager, &mut parts));
         read.poll(&mut Context::from_waker(&NOOP_WAKER))
     };
-    let Poll::Ready(raw) = read else {
+    let Poll::Ready(key) = read else {
         let request = Request::from_parts(parts, body);
         return Err(Later::Start(Box::pin(start(
             config.clone(),
@@ -89,34 +89,36 @@ pub(super) fn begin<B: Send + 'static>(
             request,
         ))));
     };
-    match prepare(config, &manager, parts, body, raw) {
-        Prepared::Done(start) => Ok(start),
-        Prepared::Lock(pending) => match pending.lock.acquire_now(false) {
-            Ok(acquired) => Ok(finish(config, pending.parts, pending.body, acquired, None)),
-            Err(lock) => Err(Later::Acquire(Acquiring {
-                key: lock.key().cloned(),
-                acquire: Box::pin(lock.acquire_parts(false)),
-                parts: pending.parts,
-                body: pending.body,
-            })),
-        },
+    // The parts stay here until the request is put together again (each move of them is
+    // a copy of some 200 bytes).
+    let lock = match lock_request(config, manager, key) {
+        Ok(lock) => lock,
+        Err(Some(rejection)) => return Ok(Start::Rejected(rejection)),
+        Err(None) => return Ok(Start::Unlocked(Request::from_parts(parts, body))),
+    };
+    match lock.acquire_now(false) {
+        Ok(acquired) => Ok(finish(config, parts, body, acquired, None)),
+        Err(lock) => Err(Later::Acquire(Acquiring {
+            key: lock.key().cloned(),
+            acquire: Box::pin(lock.acquire_parts(false)),
+            parts,
+            body,
+        })),
     }
 }
 
 /// The whole start as a future (a key source that waited).
 async fn start<B>(config: Arc<Config>, manager: LockManager, request: Request<B>) -> Start<B> {
     let (mut parts, body) = request.into_parts();
-    let raw = config.source.read_routed(&mut parts).await;
-    match prepare(&config, &manager, parts, body, raw) {
-        Prepared::Done(start) => start,
-        Prepared::Lock(pending) => acquire(config, pending).await,
-    }
-}
-
-async fn acquire<B>(config: Arc<Config>, pending: Pending<B>) -> Start<B> {
-    let key = pending.lock.key().cloned();
-    let acquired = pending.lock.acquire_parts(false).await;
-    finish(&config, pending.parts, pending.body, acquired, key.as_ref())
+    let key = read_key(&config, &manager, &mut parts).await;
+    let lock = match lock_request(&config, manager, key) {
+        Ok(lock) => lock,
+        Err(Some(rejection)) => return Start::Rejected(rejection),
+        Err(None) => return Start::Unlocked(Request::from_parts(parts, body)),
+    };
+    let key = lock.key().cloned();
+    let acquired = lock.acquire_parts(false).await;
+    finish(&config, parts, body, acquired, key.as_ref())
 }
 
 /// The manager this request locks with (the layer's own, else the request's extension).
@@ -138,55 +140,43 @@ fn manager(config: &Config, parts: &mut Parts) -> Result<LockManager, LockReject
     }
 }
 
-enum Prepared<B> {
-    Done(Start<B>),
-    Lock(Pending<B>),
-}
-
-/// A request whose lock is still to be taken.
-struct Pending<B> {
-    parts: Parts,
-    body: B,
-    lock: LockRequest,
-}
-
-/// From the key read to the lock request (or why there is none).
-fn prepare<B>(
+/// The key of the request's lock; `Ok(None)`: no route matched, nothing to lock.
+async fn read_key(
     config: &Config,
     manager: &LockManager,
-    parts: Parts,
-    body: B,
-    raw: Result<Option<String>, LockRejection>,
-) -> Prepared<B> {
-    let unlocked = |parts, body| Prepared::Done(Start::Unlocked(Request::from_parts(parts, body)));
-    let raw = match raw {
-        Ok(Some(raw)) => raw,
-        Ok(None) => return unlocked(parts, body),
-        Err(LockRejection::MissingKey { .. }) if config.allow_missing_key => {
-            return unlocked(parts, body)
-        }
+    parts: &mut Parts,
+) -> Result<Option<LockKey>, LockRejection> {
+    let naming = |raw: &str| config.naming.key(manager, &config.source, raw);
+    let key = config.source.read_routed(parts, naming).await?;
+    key.transpose()
+}
+
+/// The lock request for the key read, or why there is none: `Err(None)` runs the request
+/// without a lock, `Err(Some(_))` answers it with the rejection.
+fn lock_request(
+    config: &Config,
+    manager: LockManager,
+    key: Result<Option<LockKey>, LockRejection>,
+) -> Result<LockRequest, Option<LockRejection>> {
+    let key = match key {
+        Ok(Some(key)) => key,
+        Ok(None) => return Err(None),
+        Err(LockRejection::MissingKey { .. }) if config.allow_missing_key => return Err(None),
         Err(rejection) => {
             if let LockRejection::Misplaced { .. } = rejection {
                 tracing::error!("tower-lock: {rejection}");
             }
-            return Prepared::Done(Start::Rejected(rejection));
+            return Err(Some(rejection));
         }
     };
-    let name = match (config.name)(&raw) {
-        Ok(name) => name,
-        Err(reason) => {
-            let what = config.source.describe();
-            return Prepared::Done(Start::Rejected(LockRejection::InvalidKey { what, reason }));
-        }
-    };
-    let mut lock = manager.lock(name);
+    let mut lock = manager.into_lock(key);
     if let Some(wait) = config.wait {
         lock = lock.wait(wait);
     }
     if let Some(lease) = config.lease {
         lock = lock.lease(lease);
     }
-    Prepared::Lock(Pending { parts, body, lock })
+    Ok(lock)
 }
 
 /// The request with its lock, or what to answer instead.
