@@ -135,7 +135,17 @@ impl LockKey {
     /// `redisson_lock__channel:<key>` when the key has braces of its own (as Redisson
     /// does), so that a key with a hash tag keeps its channel in the tag's cluster slot.
     pub fn channel(&self) -> String {
-        tagged(CHANNEL_PREFIX, &self.0)
+        self.channel_parts().concat()
+    }
+
+    /// [`channel`](Self::channel) in parts, to be written where it is needed (Redisson's
+    /// `prefixName`: `<prefix>{<key>}`, or `<prefix><key>` when the key has braces).
+    pub(crate) fn channel_parts(&self) -> [&str; 4] {
+        if has_braces(&self.0) {
+            [CHANNEL_PREFIX, "", &self.0, ""]
+        } else {
+            [CHANNEL_PREFIX, "{", &self.0, "}"]
+        }
     }
 
     /// The key whose channel this is, if `channel` is a lock channel.
@@ -156,15 +166,6 @@ impl LockKey {
         let rest = &self.0[open + 1..];
         let close = rest.find('}')?;
         (close > 0).then(|| &rest[..close])
-    }
-}
-
-/// Redisson's `prefixName`: `<prefix>{<key>}`, or `<prefix><key>` when the key has braces.
-fn tagged(prefix: &str, key: &str) -> String {
-    if has_braces(key) {
-        format!("{prefix}{key}")
-    } else {
-        format!("{prefix}{{{key}}}")
     }
 }
 
@@ -220,6 +221,20 @@ impl fmt::Display for OwnerId {
     }
 }
 
+/// `number` in decimal ASCII digits, written at the end of `digits` (by hand: `format!`
+/// and `to_string` cost several times more, and each allocates).
+pub(crate) fn decimal(mut number: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            return &digits[at..];
+        }
+    }
+}
+
 /// The longest owner id a manager makes: a hyphenated UUID, `:` and a `u64`.
 const OWNER_ID_MAX: usize = 36 + 1 + 20;
 
@@ -250,18 +265,9 @@ impl Ids {
         text[..manager.len()].copy_from_slice(manager);
         text[manager.len()] = b':';
         let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut number = self.next_number();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (number % 10) as u8;
-            number /= 10;
-            if number == 0 {
-                break;
-            }
-        }
-        let len = manager.len() + 1 + digits.len() - at;
-        text[manager.len() + 1..len].copy_from_slice(&digits[at..]);
+        let number = decimal(self.next_number(), &mut digits);
+        let len = manager.len() + 1 + number.len();
+        text[manager.len() + 1..len].copy_from_slice(number);
         OwnerId(std::str::from_utf8(&text[..len]).expect("ASCII").into())
     }
 

@@ -253,6 +253,94 @@ async fn queued_operations_go_together_and_fail_alone() {
     }
 }
 
+/// A batch that mixes releases (a plain key and one with a hash tag, whose channels differ
+/// in form) with acquisitions writes each operation's own key, channel, lease and owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_carries_each_operations_own_arguments() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let locks = LockManager::builder().backend(backend.clone());
+    let plain = locks.lock("plain").acquire().await.unwrap();
+    let tagged = locks.lock("tag{t}x").acquire().await.unwrap();
+    let subscriber = Builder::from_config(Config::from_url(&server.url()).unwrap())
+        .build_subscriber_client()
+        .unwrap();
+    subscriber.init().await.unwrap();
+    let mut messages = subscriber.message_rx();
+    let channels = [plain.key().channel(), tagged.key().channel()];
+    assert_eq!(channels[1], "redisson_lock__channel:tag{t}x");
+    for channel in &channels {
+        subscriber.subscribe(channel.clone()).await.unwrap();
+    }
+
+    // Two acquisitions take both send slots and a third queues; the next four operations
+    // queue behind it, and all five go together.
+    server.pause();
+    let try_lock = |name: &'static str, lease: Option<Duration>| {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let lock = locks.lock(name);
+            match lease {
+                Some(lease) => lock.lease(lease).try_acquire().await,
+                None => lock.try_acquire().await,
+            }
+        })
+    };
+    let others = ["first", "second", "third"].map(|name| try_lock(name, None));
+    support::eventually("both send slots taken, one operation queued", || async {
+        (backend.queued_operations() == 1).then_some(())
+    })
+    .await;
+    let releases = [plain, tagged].map(|guard| tokio::spawn(guard.release()));
+    let leased = try_lock("leased", Some(Duration::from_millis(123_456)));
+    let default = try_lock("default{d}", None);
+    support::eventually("five operations queued", || async {
+        (backend.queued_operations() == 5).then_some(())
+    })
+    .await;
+    let batched_before = backend.batched_operations();
+    server.unpause();
+
+    for release in releases {
+        assert_eq!(release.await.unwrap().unwrap(), Released::Unlocked);
+    }
+    let leased = leased.await.unwrap().unwrap();
+    let default = default.await.unwrap().unwrap();
+    assert_eq!(backend.batched_operations() - batched_before, 5);
+    for (name, guard, lease_ms) in [
+        ("leased", &leased, 123_456),
+        ("default{d}", &default, 30_000),
+    ] {
+        let count: Option<String> = admin.hget(name, guard.owner().as_str()).await.unwrap();
+        assert_eq!(count.as_deref(), Some("1"), "{name}");
+        let pttl: i64 = admin.pttl(name).await.unwrap();
+        assert!(pttl > 0 && pttl <= lease_ms, "{name}: PTTL {pttl}");
+    }
+    for name in ["plain", "tag{t}x"] {
+        let exists: i64 = admin.exists(name).await.unwrap();
+        assert_eq!(exists, 0, "{name} released");
+    }
+    let mut heard = Vec::new();
+    for _ in 0..2 {
+        let message = tokio::time::timeout(Duration::from_secs(10), messages.recv())
+            .await
+            .expect("an unlock message")
+            .unwrap();
+        assert_eq!(message.value.as_str().as_deref(), Some("0"));
+        heard.push(message.channel.to_string());
+    }
+    heard.sort();
+    let mut expected = channels.to_vec();
+    expected.sort();
+    assert_eq!(heard, expected);
+    for task in others {
+        let guard = task.await.unwrap().unwrap();
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+    let _ = subscriber.quit().await;
+}
+
 /// An operation's future that is dropped before it is ever polled gives its send slot
 /// back: later operations are still sent (two leaked slots would leave every later
 /// operation queued forever).

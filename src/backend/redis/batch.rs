@@ -16,13 +16,15 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use fred::bytes::BytesMut;
 use fred::prelude::*;
+use fred::types::Key;
 use tokio::sync::oneshot;
 
 use super::Inner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
-use crate::key::{LockKey, OwnerId};
+use crate::key::{decimal, LockKey, OwnerId};
 
 /// The most operations one script call carries (a bound on how long it runs in Redis).
 const MAX_BATCH: usize = 128;
@@ -250,21 +252,7 @@ async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
 
 /// One script call for `operations` (all in one slot).
 async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
-    let arguments = || {
-        let mut keys = Vec::with_capacity(operations.len() * 2);
-        let mut values = Vec::with_capacity(operations.len() * 3);
-        for operation in operations {
-            keys.push(operation.key.as_str().to_owned());
-            if operation.kind == Kind::Release {
-                keys.push(operation.key.channel());
-            }
-            let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
-            values.push(Value::from(lease.to_string()));
-            values.push(operation.owner.as_str().into());
-            values.push(operation.op_text());
-        }
-        (keys, values)
-    };
+    let arguments = || arguments(operations);
     let reply = |value: Value, operation: &Operation| match value {
         Value::Integer(code) => Ok(code),
         other => Err(BackendError::new(format!(
@@ -297,4 +285,52 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
         }
         Err(error) => operations.iter().map(|_| Err(error.clone())).collect(),
     }
+}
+
+/// The script's keys and arguments for `operations`, written into one buffer that they all
+/// share: fred keeps a handle on every argument of a command (to re-send it), and a handle
+/// on a buffer of its own costs an allocation, so this saves several per operation.
+fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
+    let mut text = BytesMut::with_capacity(
+        operations
+            .iter()
+            .map(|operation| 2 * operation.key.as_str().len() + operation.owner.as_str().len() + 64)
+            .sum(),
+    );
+    // Where each piece ends: key, [channel,] lease, owner for each operation.
+    let mut ends = Vec::with_capacity(operations.len() * 4);
+    for operation in operations {
+        text.extend_from_slice(operation.key.as_str().as_bytes());
+        ends.push(text.len());
+        if operation.kind == Kind::Release {
+            for part in operation.key.channel_parts() {
+                text.extend_from_slice(part.as_bytes());
+            }
+            ends.push(text.len());
+        }
+        let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
+        text.extend_from_slice(decimal(lease, &mut [0; 20]));
+        ends.push(text.len());
+        text.extend_from_slice(operation.owner.as_str().as_bytes());
+        ends.push(text.len());
+    }
+    let text = text.freeze();
+    let mut pieces = ends.into_iter().scan(0, |start, end| {
+        let piece = text.slice(*start..end);
+        *start = end;
+        Some(piece)
+    });
+    let mut piece = move || pieces.next().expect("one piece per argument written");
+    let mut keys = Vec::with_capacity(operations.len() * 2);
+    let mut values = Vec::with_capacity(operations.len() * 3);
+    for operation in operations {
+        keys.push(Key::from(piece()));
+        if operation.kind == Kind::Release {
+            keys.push(Key::from(piece()));
+        }
+        values.push(Value::Bytes(piece()));
+        values.push(Value::Bytes(piece()));
+        values.push(operation.op_text());
+    }
+    (keys, values)
 }

@@ -196,7 +196,7 @@ impl Inner {
     /// arguments (twice only in that case).
     async fn eval_batch<A>(&self, args: A) -> Result<Value, BackendError>
     where
-        A: Fn() -> (Vec<String>, Vec<Value>),
+        A: Fn() -> (Vec<Key>, Vec<Value>),
     {
         let client = self.client.with_options(&self.options);
         let (keys, values) = args();
@@ -218,7 +218,7 @@ impl Inner {
     async fn reload_and_eval(
         &self,
         client: &fred::clients::WithOptions<Client>,
-        keys: Vec<String>,
+        keys: Vec<Key>,
         values: Vec<Value>,
     ) -> Result<Value, Error> {
         tracing::debug!("Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
