@@ -1,0 +1,174 @@
+//! S4: the HTTP layer on Redis and on memory, against no lock.
+
+use super::*;
+
+/// S4: HTTP overhead of the layer, Redis and memory, against no lock.
+pub(super) async fn s4(url: &str, scale: Scale, report: &mut Report) {
+    eprintln!("S4 HTTP overhead…");
+    let backend = RedisBackend::connect(url).await.expect("connect");
+    let eval_client = backend.client().clone();
+    let redis = LockManager::builder().backend(backend);
+    let variants = [
+        ("no lock", None),
+        ("LockLayer redis", Some(redis)),
+        ("LockLayer memory", Some(LockManager::memory())),
+    ];
+    let mut addrs = Vec::new();
+    for (_, locks) in &variants {
+        let app = Router::new().route("/k/{key}", post(|| async { "ok" }));
+        let app = match locks {
+            Some(locks) => app
+                .route_layer(LockLayer::by_path_param("key").key_prefix("bench:s4:"))
+                .layer(Extension(locks.clone())),
+            None => app,
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.push(listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+    }
+    let sequence = Arc::new(AtomicU64::new(0));
+    // (a) one connection per variant, sequential requests, distinct keys; the variants
+    // take turns request by request.
+    let clients = http_clients(variants.len());
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    let mut evals = Vec::new();
+    for _ in 0..scale.s4_sequential {
+        // The floor again, through the Redis variant's own client, in the same turns.
+        let t = Instant::now();
+        let _: i64 = eval_client
+            .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
+            .await
+            .unwrap();
+        evals.push(t.elapsed());
+        for (i, client) in clients.iter().enumerate() {
+            let key = sequence.fetch_add(1, Ordering::Relaxed);
+            let t = Instant::now();
+            post_once(client, addrs[i], key).await;
+            times[i].push(t.elapsed());
+        }
+    }
+    let mut p50 = Vec::new();
+    for (i, (label, _)) in variants.iter().enumerate() {
+        let median = percentile(&mut times[i], 50.0);
+        report.add(
+            "S4a 1 connection",
+            &format!("{label} p50"),
+            us(median),
+            median.as_secs_f64(),
+        );
+        p50.push(median);
+    }
+    let floor = percentile(&mut evals, 50.0);
+    report.add(
+        "S4a 1 connection",
+        "EVAL \"return 1\" p50 (floor, taking turns with the requests)",
+        us(floor),
+        floor.as_secs_f64(),
+    );
+    let added = p50[1].saturating_sub(p50[0]);
+    let r = ratio(added, floor);
+    report.goal(
+        "S4a 1 connection",
+        "redis layer added p50 ÷ EVAL floor",
+        format!("{} = {r:.2} ×", us(added)),
+        r,
+        "≤ 2.5 ×",
+        r <= 2.5,
+    );
+    let added_m = p50[2].saturating_sub(p50[0]);
+    report.add(
+        "S4a 1 connection",
+        "memory layer added p50",
+        us(added_m),
+        added_m.as_secs_f64(),
+    );
+
+    // (b) 64 connections; the variants take turns (see `ROUNDS`).
+    let clients = http_clients(64);
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    let mut elapsed = vec![Duration::ZERO; variants.len()];
+    for _ in 0..ROUNDS {
+        for (i, addr) in addrs.iter().enumerate() {
+            let end = Instant::now() + scale.s4_parallel / ROUNDS;
+            let start = Instant::now();
+            let tasks: Vec<_> = clients
+                .iter()
+                .map(|client| {
+                    let (client, addr, sequence) = (client.clone(), *addr, sequence.clone());
+                    tokio::spawn(async move {
+                        let mut times = Vec::new();
+                        while Instant::now() < end {
+                            let key = sequence.fetch_add(1, Ordering::Relaxed);
+                            let t = Instant::now();
+                            post_once(&client, addr, key).await;
+                            times.push(t.elapsed());
+                        }
+                        times
+                    })
+                })
+                .collect();
+            for task in tasks {
+                times[i].extend(task.await.unwrap());
+            }
+            elapsed[i] += start.elapsed();
+        }
+    }
+    let mut rates = Vec::new();
+    for (i, (label, _)) in variants.iter().enumerate() {
+        let rate = times[i].len() as f64 / elapsed[i].as_secs_f64();
+        report.add(
+            "S4b 64 connections",
+            &format!("{label} req/s, p50 / p99"),
+            format!(
+                "{rate:.0}/s, {} / {}",
+                us(percentile(&mut times[i], 50.0)),
+                us(percentile(&mut times[i], 99.0))
+            ),
+            rate,
+        );
+        rates.push(rate);
+    }
+    let (r_redis, r_memory) = (rates[1] / rates[0], rates[2] / rates[0]);
+    report.goal(
+        "S4b 64 connections",
+        "redis layer throughput ÷ no lock",
+        format!("{r_redis:.2}"),
+        r_redis,
+        "≥ 0.5",
+        r_redis >= 0.5,
+    );
+    report.goal(
+        "S4b 64 connections",
+        "memory layer throughput ÷ no lock",
+        format!("{r_memory:.2}"),
+        r_memory,
+        "≥ 0.9",
+        r_memory >= 0.9,
+    );
+}
+
+/// `n` HTTP clients of one connection each.
+pub(super) fn http_clients(
+    n: usize,
+) -> Vec<HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>> {
+    (0..n)
+        .map(|_| {
+            HttpClient::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(1)
+                .build_http::<Empty<Bytes>>()
+        })
+        .collect()
+}
+
+pub(super) async fn post_once(
+    client: &HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    addr: std::net::SocketAddr,
+    key: u64,
+) {
+    let request = http::Request::post(format!("http://{addr}/k/{key}"))
+        .body(Empty::new())
+        .unwrap();
+    let response = client.request(request).await.expect("HTTP request");
+    assert!(response.status().is_success(), "HTTP {}", response.status());
+    let _ = response.into_body().collect().await;
+}
