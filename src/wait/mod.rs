@@ -14,8 +14,10 @@ use tokio::time::Instant;
 
 use crate::key::{KeyMap, KeySet, LockKey};
 
+mod claim;
 mod ticket;
 
+pub(crate) use claim::Claim;
 pub(crate) use ticket::{Ticket, Turn};
 
 /// The wait queues of one manager. Backends receive a clone in
@@ -334,30 +336,6 @@ impl WaitQueues {
             key: key.clone(),
             waiter,
             acquired_for: None,
-        }
-    }
-}
-
-/// A holder's or an attempt's claim on a name (see [`WaitQueues::claim`]). Dropping it
-/// ends the claim without waking anyone.
-pub(crate) struct Claim {
-    queues: WaitQueues,
-    key: LockKey,
-    ended: bool,
-}
-
-impl Claim {
-    /// The holder let go; `unlocked`: its release freed the lock (the next waiter is woken).
-    pub(crate) fn end(mut self, unlocked: bool) {
-        self.ended = true;
-        self.queues.hold_ended(&self.key, unlocked);
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        if !self.ended {
-            self.queues.hold_ended(&self.key, false);
         }
     }
 }
