@@ -98,13 +98,15 @@ impl LockRequest {
             Err(error) => return Ok(Err(error)),
         };
         let inner = &self.manager.inner;
-        if !inner.answers_at_once || inner.queues.local_state(key) != Local::Free {
+        if !inner.answers_at_once {
             return Err(self);
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Err(self);
         };
-        let claim = inner.queues.claim(key);
+        let Some(claim) = inner.queues.claim_if_free(key) else {
+            return Err(self);
+        };
         let owner = inner.ids.next_owner();
         let (lease, renewed) = self.lease_to_take(inner);
         let args = AcquireArgs {

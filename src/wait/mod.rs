@@ -202,6 +202,22 @@ impl WaitQueues {
         }
     }
 
+    /// [`claim`](Self::claim), only if the name is [`Local::Free`] here (one look at the
+    /// table for the both of them).
+    pub(crate) fn claim_if_free(&self, key: &LockKey) -> Option<Claim> {
+        let mut state = self.lock(key);
+        if state.queues.contains_key(key) || state.held.contains_key(key) {
+            return None;
+        }
+        state.held.insert(key.clone(), 1);
+        drop(state);
+        Some(Claim {
+            queues: self.clone(),
+            key: key.clone(),
+            ended: false,
+        })
+    }
+
     fn hold_ended(&self, key: &LockKey, unlocked: bool) {
         let mut state = self.lock(key);
         if let Some(count) = state.held.get_mut(key) {
