@@ -297,39 +297,30 @@ fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
             .map(|operation| 2 * operation.key.as_str().len() + operation.owner.as_str().len() + 64)
             .sum(),
     );
-    // Where each piece ends: key, [channel,] lease, owner for each operation.
-    let mut ends = Vec::with_capacity(operations.len() * 4);
-    for operation in operations {
-        text.extend_from_slice(operation.key.as_str().as_bytes());
-        ends.push(text.len());
-        if operation.kind == Kind::Release {
-            for part in operation.key.channel_parts() {
-                text.extend_from_slice(part.as_bytes());
-            }
-            ends.push(text.len());
+    // Each piece is written, then split off the front of the buffer (all share it).
+    let mut piece = |parts: &[&[u8]]| {
+        for part in parts {
+            text.extend_from_slice(part);
         }
-        let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
-        text.extend_from_slice(decimal(lease, &mut [0; 20]));
-        ends.push(text.len());
-        text.extend_from_slice(operation.owner.as_str().as_bytes());
-        ends.push(text.len());
-    }
-    let text = text.freeze();
-    let mut pieces = ends.into_iter().scan(0, |start, end| {
-        let piece = text.slice(*start..end);
-        *start = end;
-        Some(piece)
-    });
-    let mut piece = move || pieces.next().expect("one piece per argument written");
+        text.split().freeze()
+    };
     let mut keys = Vec::with_capacity(operations.len() * 2);
     let mut values = Vec::with_capacity(operations.len() * 3);
     for operation in operations {
-        keys.push(Key::from(piece()));
+        let key = operation.key.as_str().as_bytes();
+        keys.push(Key::from(piece(&[key])));
         if operation.kind == Kind::Release {
-            keys.push(Key::from(piece()));
+            let [prefix, open, key, close] = operation.key.channel_parts();
+            keys.push(Key::from(piece(&[
+                prefix.as_bytes(),
+                open.as_bytes(),
+                key.as_bytes(),
+                close.as_bytes(),
+            ])));
         }
-        values.push(Value::Bytes(piece()));
-        values.push(Value::Bytes(piece()));
+        let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
+        values.push(Value::Bytes(piece(&[decimal(lease, &mut [0; 20])])));
+        values.push(Value::Bytes(piece(&[operation.owner.as_str().as_bytes()])));
         values.push(operation.op_text());
     }
     (keys, values)
