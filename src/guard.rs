@@ -41,7 +41,8 @@ pub(crate) struct Hold {
     pub(crate) renewal: Mutex<Option<(Instant, u64)>>,
     /// Closed before the last release: no renewal after it.
     pub(crate) gate: RenewGate,
-    /// This process's claim on the name, ended by the last release.
+    /// This process's claim on the name, ended by the last release (`None` from the
+    /// start for a hold that an in-process backend granted without one).
     pub(crate) claim: Mutex<Option<Claim>>,
     pub(crate) runtime: tokio::runtime::Handle,
 }
@@ -133,9 +134,12 @@ impl Hold {
     ) {
         *count = count.saturating_sub(1);
         if *count == 0 {
+            let unlocked = matches!(result, Ok(Released::Unlocked));
             let claim = self.claim.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(claim) = claim {
-                claim.end(matches!(result, Ok(Released::Unlocked)));
+            match claim {
+                Some(claim) => claim.end(unlocked),
+                None if unlocked => self.manager.queues.released_unclaimed(&self.key),
+                None => {}
             }
         }
         match result {

@@ -189,7 +189,10 @@ pub struct ManagerStats {
     pub waiting_names: usize,
     /// Acquisitions waiting in this process.
     pub waiters: usize,
-    /// Names held (or being acquired) by this process.
+    /// Names held (or being acquired) by this process and claimed in its wait queues, so
+    /// that newcomers queue behind them. An in-process backend's holds taken at once with
+    /// no waiter near are not claimed (its own table keeps them; see
+    /// [`MemoryBackend`](crate::backend::MemoryBackend)).
     pub claimed_names: usize,
     /// Held locks whose lease the manager renews.
     pub renewals: usize,

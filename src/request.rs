@@ -104,8 +104,16 @@ impl LockRequest {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Err(self);
         };
-        let Some(claim) = inner.queues.claim_if_free(key) else {
-            return Err(self);
+        // With no waiter queued near the name, the backend's own table keeps newcomers in
+        // order and the hold needs no claim (see `WaitQueues::may_be_queued`); otherwise
+        // claim the name, if it is free here.
+        let claim = if inner.queues.may_be_queued(key) {
+            let Some(claim) = inner.queues.claim_if_free(key) else {
+                return Err(self);
+            };
+            Some(claim)
+        } else {
+            None
         };
         let owner = inner.ids.next_owner();
         let (lease, renewed) = self.lease_to_take(inner);
@@ -161,7 +169,7 @@ impl LockRequest {
             lease,
             renewed,
             acquired_at,
-            claim,
+            claim: Some(claim),
             runtime,
         };
         Ok(hold.start(spawn_watchdog, waited))
@@ -176,7 +184,8 @@ struct Holding {
     lease: Duration,
     renewed: bool,
     acquired_at: Instant,
-    claim: Claim,
+    /// `None`: granted at once by an in-process backend with no waiter queued near.
+    claim: Option<Claim>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -204,7 +213,7 @@ impl Holding {
             loss,
             renewal: Mutex::new(None),
             gate: RenewGate::default(),
-            claim: Mutex::new(Some(claim)),
+            claim: Mutex::new(claim),
             runtime,
         });
         tracing::trace!(key = %hold.key, owner = %hold.owner, ?waited, "tower-lock: acquired");

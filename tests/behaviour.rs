@@ -190,6 +190,41 @@ async fn waiters_acquire_in_fifo_order(kind: Kind) {
     assert_eq!(ctx.manager.waiting_names(), 0);
 }
 
+/// A release wakes the next waiter at once, whatever the holder's lease: with an hour's
+/// lease, a lost wake-up would leave the waiter to time out.
+async fn a_release_wakes_the_waiter_before_the_lease_ends(kind: Kind) {
+    let ctx = Ctx::new(kind).await;
+    let name = support::unique("wake");
+    let holder = ctx
+        .manager
+        .lock(&name)
+        .lease(Duration::from_secs(3600))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        tokio::spawn(async move {
+            manager
+                .lock(&name)
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    while ctx.manager.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    let guard = waiter.await.unwrap().expect("the release woke the waiter");
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(
+        ctx.manager.stats(),
+        Default::default(),
+        "nothing left behind"
+    );
+}
+
 async fn wait_times_out_with_a_typed_error(kind: Kind) {
     let ctx = Ctx::new(kind).await;
     let name = support::unique("timeout");
@@ -649,6 +684,7 @@ behaviour_suite!(
     mutual_exclusion,
     one_of_many_tries_wins,
     waiters_acquire_in_fifo_order,
+    a_release_wakes_the_waiter_before_the_lease_ends,
     wait_times_out_with_a_typed_error,
     reentrant_holds_count,
     explicit_lease_expires,

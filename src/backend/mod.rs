@@ -78,7 +78,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Whether [`acquire_now`](Self::acquire_now) and [`release_now`](Self::release_now)
     /// answer: a backend that needs no waiting (an in-process one) lets the manager skip the
-    /// futures, their allocations and the background undo a future needs. Default: `false`.
+    /// futures, their allocations and the background undo a future needs. Such a backend
+    /// must apply the operations on one name one at a time (a lock or a mutex per name):
+    /// a hold it grants while no waiter is queued near the name takes no claim in the wait
+    /// queues, and its release relies on that order to see a waiter that queued meanwhile.
+    /// Default: `false`.
     fn answers_at_once(&self) -> bool {
         false
     }

@@ -6,7 +6,7 @@
 //! with the number of local waiters, and a newcomer never overtakes a queued waiter.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -38,7 +38,15 @@ struct Inner {
     /// Queues are ready at once: the backend needs no subscription (single process).
     ready_at_once: bool,
     next_waiter: AtomicU64,
+    /// Names with waiters, per shard: read without the shard's mutex by holds that an
+    /// in-process backend granted without a claim (see [`WaitQueues::may_be_queued`]).
+    queued: QueuedNames,
 }
+
+/// Changed only when a queue is made or removed, so reading it seldom misses the cache.
+#[derive(Default)]
+#[repr(align(64))]
+struct QueuedNames([AtomicU32; SHARDS]);
 
 const SHARDS: usize = 16;
 
@@ -105,6 +113,7 @@ impl WaitQueues {
                 changed: Notify::new(),
                 ready_at_once,
                 next_waiter: AtomicU64::new(1),
+                queued: QueuedNames::default(),
             }),
         }
     }
@@ -112,6 +121,25 @@ impl WaitQueues {
     /// The part of the queues that holds `key`.
     fn lock(&self, key: &LockKey) -> MutexGuard<'_, State> {
         lock_shard(&self.inner.shards[key.shard(SHARDS)])
+    }
+
+    /// The count of names with waiters in `key`'s shard.
+    fn queued_near(&self, key: &LockKey) -> &AtomicU32 {
+        &self.inner.queued.0[key.shard(SHARDS)]
+    }
+
+    /// Whether `key` may have local waiters: `false` means none was queued when asked,
+    /// without taking a mutex.
+    ///
+    /// An in-process backend (one that [answers at once]) lets a hold skip the claim when
+    /// this is `false`: a waiter that queues later makes the queue, counts it here and
+    /// then tries the backend itself. Either its try comes after the holder's release, or
+    /// the release (which passes the backend's lock on the same name after that try) sees
+    /// the count and wakes it ([`released_unclaimed`](Self::released_unclaimed)).
+    ///
+    /// [answers at once]: crate::backend::Backend::answers_at_once
+    pub(crate) fn may_be_queued(&self, key: &LockKey) -> bool {
+        self.queued_near(key).load(Ordering::Acquire) > 0
     }
 
     /// Every part of the queues, one after the other.
@@ -250,6 +278,14 @@ impl WaitQueues {
         self.wake_after_release(&mut state, key);
     }
 
+    /// A hold taken without a claim released `key` (the lock is free): wake the next local
+    /// waiter, if any may be queued (see [`may_be_queued`](Self::may_be_queued)).
+    pub(crate) fn released_unclaimed(&self, key: &LockKey) {
+        if self.may_be_queued(key) {
+            self.released_locally(key);
+        }
+    }
+
     /// A release of `key` that may unlock it is about to be sent: its unlock notification
     /// will come back to this process. Counted *before* sending, because the notification
     /// can arrive before the release's own reply; counted after, it would swallow the next
@@ -342,6 +378,8 @@ impl WaitQueues {
         queue.waiters.push_back(waiter.clone());
         if created {
             state.changes.insert(key.clone());
+            // Counted before this waiter's first try (see `may_be_queued`).
+            self.queued_near(key).fetch_add(1, Ordering::AcqRel);
         }
         drop(state);
         if created && !ready_at_once {

@@ -86,6 +86,9 @@ impl Drop for Ticket {
         if queue.waiters.is_empty() {
             state.queues.remove(&self.key);
             state.changes.insert(self.key.clone());
+            self.queues
+                .queued_near(&self.key)
+                .fetch_sub(1, Ordering::AcqRel);
             drop(state);
             if !self.queues.inner.ready_at_once {
                 self.queues.inner.changed.notify_one();
