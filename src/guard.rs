@@ -37,9 +37,8 @@ pub(crate) struct Hold {
     /// is sent with the count it expects.
     pub(crate) count: Arc<tokio::sync::Mutex<u32>>,
     pub(crate) loss: Loss,
-    /// Its slot in the manager's renewal schedule, while one is due.
-    pub(crate) renewal: Mutex<Option<(Instant, u64)>>,
-    /// Closed before the last release: no renewal after it.
+    /// Closed before the last release: no renewal after it. Also keeps the hold's place in
+    /// the manager's renewal schedule.
     pub(crate) gate: RenewGate,
     /// This process's claim on the name, ended by the last release (`None` from the
     /// start for a hold that an in-process backend granted without one).
@@ -51,8 +50,8 @@ impl Hold {
     /// Stops renewals: none is sent after this returns. Waits only for a renewal already
     /// under way (rare: one per lease/3), never for the watchdog task itself.
     async fn stop_watchdog(&self) {
-        self.gate.close().await;
-        self.manager.renewals.cancel(self);
+        let slot = self.gate.close().await;
+        self.manager.renewals.cancel(slot);
     }
 
     /// Drops one hold, with the count lock already taken. Runs to the end even if its
@@ -104,10 +103,8 @@ impl Hold {
         }
         let mut count = self.count.try_lock().ok()?;
         if *count <= 1 {
-            if !self.gate.try_close() {
-                return None;
-            }
-            self.manager.renewals.cancel(self);
+            let slot = self.gate.try_close()?;
+            self.manager.renewals.cancel(slot);
         }
         let args = ReleaseArgs {
             key: self.key.clone(),

@@ -7,7 +7,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::guard::Hold;
-use crate::watchdog::{renew_once, Keeper};
+use crate::watchdog::{renew_once, Keeper, Slot};
 
 /// The renewal schedule of a manager's held locks.
 #[derive(Default)]
@@ -35,14 +35,14 @@ impl Renewals {
 
     /// Schedules the next renewal of `hold` at `due`.
     pub(crate) fn schedule(self: &Arc<Self>, hold: Arc<Hold>, keeper: Keeper, due: Instant) {
-        if hold.gate.is_closed() {
-            return;
-        }
         let mut state = self.state();
         let id = state.next_id;
+        // A hold being released is not scheduled again.
+        if !hold.gate.schedule((due, id)) {
+            return;
+        }
         state.next_id += 1;
         let earlier = state.next_look.is_none_or(|look| due < look);
-        *hold.renewal.lock().unwrap_or_else(|e| e.into_inner()) = Some((due, id));
         let runtime = hold.runtime.clone();
         state.due.insert((due, id), (hold, keeper));
         let start = !std::mem::replace(&mut state.running, true);
@@ -54,13 +54,9 @@ impl Renewals {
         }
     }
 
-    /// Takes `hold` off the schedule (it is being released).
-    pub(crate) fn cancel(&self, hold: &Hold) {
-        let slot = hold
-            .renewal
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+    /// Takes a hold off the schedule (it is being released): `slot` is its place, as
+    /// [`RenewGate::try_close`](crate::watchdog::RenewGate::try_close) or `close` gave it.
+    pub(crate) fn cancel(&self, slot: Option<Slot>) {
         if let Some(slot) = slot {
             self.state().due.remove(&slot);
         }
@@ -93,7 +89,7 @@ async fn run(renewals: Weak<Renewals>, wake: Arc<Notify>) {
                     break;
                 }
                 let (hold, keeper) = entry.remove();
-                *hold.renewal.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                hold.gate.unschedule();
                 let renewals = renewals.clone();
                 hold.runtime.clone().spawn(async move {
                     let mut keeper = keeper;

@@ -211,7 +211,6 @@ impl Holding {
             renewed,
             count: Arc::new(tokio::sync::Mutex::new(1)),
             loss,
-            renewal: Mutex::new(None),
             gate: RenewGate::default(),
             claim: Mutex::new(claim),
             runtime,

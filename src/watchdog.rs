@@ -23,7 +23,13 @@ pub(crate) struct RenewGate {
 struct GateState {
     closed: bool,
     renewing: bool,
+    /// The hold's slot in the manager's renewal schedule, while one is due (kept here so
+    /// that a release closes the gate and takes the slot in one step).
+    slot: Option<Slot>,
 }
+
+/// A place in the renewal schedule: when it is due, and a number that makes it unique.
+pub(crate) type Slot = (Instant, u64);
 
 impl RenewGate {
     fn state(&self) -> std::sync::MutexGuard<'_, GateState> {
@@ -40,20 +46,34 @@ impl RenewGate {
         Some(Renewing(self))
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
-        self.state().closed
+    /// Puts the hold in the renewal schedule at `slot` (replacing its old place), unless
+    /// the gate is closed (`false`).
+    pub(crate) fn schedule(&self, slot: Slot) -> bool {
+        let mut state = self.state();
+        if state.closed {
+            return false;
+        }
+        state.slot = Some(slot);
+        true
     }
 
-    /// Closes the gate unless a renewal is under way (`false`: then [`close`](Self::close)
-    /// waits for it).
-    pub(crate) fn try_close(&self) -> bool {
+    /// Takes the hold's place in the renewal schedule (its renewal has been started).
+    pub(crate) fn unschedule(&self) {
+        self.state().slot = None;
+    }
+
+    /// Closes the gate unless a renewal is under way. `Some`: closed, with the place in
+    /// the renewal schedule to cancel; `None`: a renewal runs, [`close`](Self::close)
+    /// waits for it.
+    pub(crate) fn try_close(&self) -> Option<Option<Slot>> {
         let mut state = self.state();
         state.closed = true;
-        !state.renewing
+        (!state.renewing).then(|| state.slot.take())
     }
 
-    /// No renewal starts after this returns, and none is still running.
-    pub(crate) async fn close(&self) {
+    /// No renewal starts after this returns, and none is still running. Returns the place
+    /// in the renewal schedule to cancel.
+    pub(crate) async fn close(&self) -> Option<Slot> {
         loop {
             let done = self.done.notified();
             tokio::pin!(done);
@@ -62,7 +82,7 @@ impl RenewGate {
                 let mut state = self.state();
                 state.closed = true;
                 if !state.renewing {
-                    return;
+                    return state.slot.take();
                 }
             }
             done.await;

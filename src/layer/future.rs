@@ -58,7 +58,9 @@ where
     state: State<S::Future, B, S::Error>,
     /// The inner service, while the lock is still being taken.
     service: Option<S>,
-    config: Arc<Config>,
+    /// Kept only where a later step needs it (a lock to wait for, an abort on loss): a
+    /// clone per request changes the count of an `Arc` shared by every request.
+    config: Option<Arc<Config>>,
 }
 
 #[pin_project(project = StateProj)]
@@ -105,12 +107,12 @@ where
         ResponseFuture {
             state,
             service: Some(service),
-            config,
+            config: Some(config),
         }
     }
 
     /// Started at once: the inner service is called (or the request rejected) now.
-    pub(super) fn started(start: Start<B>, service: &mut S, config: Arc<Config>) -> Self {
+    pub(super) fn started(start: Start<B>, service: &mut S, config: &Arc<Config>) -> Self {
         let state = match start {
             Start::Locked(request, guard, watchdog) => State::Calling {
                 watchdog: watchdog.map_or(Watchdog::Off, Watchdog::Unstarted),
@@ -129,7 +131,7 @@ where
         ResponseFuture {
             state,
             service: None,
-            config,
+            config: config.abort_on_lost.then(|| config.clone()),
         }
     }
 }
@@ -148,14 +150,16 @@ where
             match this.state.as_mut().project() {
                 StateProj::Starting { start } => {
                     let start = ready!(start.as_mut().poll(cx));
-                    this.state.set(call(start, this.service, this.config));
+                    let config = this.config.as_ref().expect("kept while starting");
+                    this.state.set(call(start, this.service, config));
                 }
                 StateProj::Acquiring { acquiring } => {
                     let waiting = acquiring.as_mut().expect("the lock is taken once");
                     let acquired = ready!(waiting.acquire.as_mut().poll(cx));
                     let waiting = acquiring.take().expect("the lock is taken once");
-                    let start = waiting.finish(this.config, acquired);
-                    this.state.set(call(start, this.service, this.config));
+                    let config = this.config.as_ref().expect("kept while acquiring");
+                    let start = waiting.finish(config, acquired);
+                    this.state.set(call(start, this.service, config));
                 }
                 StateProj::Rejected { response } => {
                     let response = response.take().expect("a rejection is answered once");
@@ -176,14 +180,15 @@ where
                                 return Poll::Pending;
                             }
                             // Lost (the watchdog has traced why).
-                            if !this.config.abort_on_lost {
+                            let Some(config) = this.config.as_ref().filter(|c| c.abort_on_lost)
+                            else {
                                 return Poll::Pending;
-                            }
+                            };
                             let Some(guard) = guard.take() else {
                                 return Poll::Pending;
                             };
                             let key = guard.key().clone();
-                            let response = this.config.respond(LockRejection::Lost { key });
+                            let response = config.respond(LockRejection::Lost { key });
                             this.state.set(State::Releasing {
                                 release: release(guard),
                                 output: Some(Ok(response)),
@@ -228,7 +233,7 @@ where
     let mut service = service
         .take()
         .expect("the service is called once, after the lock is taken");
-    ResponseFuture::started(start, &mut service, config.clone()).state
+    ResponseFuture::started(start, &mut service, config).state
 }
 
 /// Releases at once when the backend can; otherwise the future that releases.

@@ -50,7 +50,7 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         match begin(&self.config, request) {
             // Nothing to wait for: call the instance that was polled ready right away.
-            Ok(start) => ResponseFuture::started(start, &mut self.inner, self.config.clone()),
+            Ok(start) => ResponseFuture::started(start, &mut self.inner, &self.config),
             Err(later) => {
                 // Keep the instance that was polled ready; leave a fresh clone in its place.
                 let clone = self.inner.clone();
