@@ -89,6 +89,22 @@ impl Ctx {
 
 use fred::prelude::KeysInterface;
 
+/// A task acquiring `name` with `wait`, returned once it is queued behind the holder.
+async fn queued_waiter(
+    manager: &LockManager,
+    name: &str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, LockError>> {
+    let waiter = {
+        let (manager, name) = (manager.clone(), name.to_owned());
+        tokio::spawn(async move { manager.lock(&name).wait(wait).acquire().await })
+    };
+    while manager.waiting(name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    waiter
+}
+
 async fn mutual_exclusion(kind: Kind) {
     let ctx = Ctx::new(kind).await;
     let name = support::unique("exclusion");
@@ -202,19 +218,7 @@ async fn a_release_wakes_the_waiter_before_the_lease_ends(kind: Kind) {
         .acquire()
         .await
         .unwrap();
-    let waiter = {
-        let (manager, name) = (ctx.manager.clone(), name.clone());
-        tokio::spawn(async move {
-            manager
-                .lock(&name)
-                .wait(Duration::from_secs(20))
-                .acquire()
-                .await
-        })
-    };
-    while ctx.manager.waiting(&name) == 0 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let waiter = queued_waiter(&ctx.manager, &name, Duration::from_secs(20)).await;
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
     let guard = waiter.await.unwrap().expect("the release woke the waiter");
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
@@ -356,19 +360,7 @@ async fn dropped_waiter_leaves_the_queue(kind: Kind) {
     let ctx = Ctx::new(kind).await;
     let name = support::unique("dropwait");
     let holder = ctx.manager.lock(&name).acquire().await.unwrap();
-    let waiter = {
-        let (manager, name) = (ctx.manager.clone(), name.clone());
-        tokio::spawn(async move {
-            manager
-                .lock(&name)
-                .wait(Duration::from_secs(60))
-                .acquire()
-                .await
-        })
-    };
-    while ctx.manager.waiting(&name) == 0 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let waiter = queued_waiter(&ctx.manager, &name, Duration::from_secs(60)).await;
     waiter.abort();
     assert!(waiter.await.unwrap_err().is_cancelled());
     assert_eq!(ctx.manager.waiting(&name), 0);
