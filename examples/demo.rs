@@ -74,10 +74,13 @@ async fn main() -> ExitCode {
     let timeline: Timeline = Arc::default();
     let app = Router::new()
         .route("/orders/{orderId}/pay/{request}", post(pay))
-        .route_layer(LockLayer::by_path_param("orderId").key_prefix("demo:order:"))
+        .route_layer(
+            LockLayer::by_path_param("orderId")
+                .key_prefix("demo:order:")
+                .manager(locks),
+        )
         .layer(Extension(started))
-        .layer(Extension(timeline.clone()))
-        .layer(Extension(locks));
+        .layer(Extension(timeline.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind a loopback port");

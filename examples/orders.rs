@@ -104,10 +104,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let app = Router::new()
         .route("/orders/{orderId}/pay", post(pay))
-        .route_layer(LockLayer::for_key::<OrderId>().wait(Duration::from_secs(10)))
+        .route_layer(
+            LockLayer::for_key::<OrderId>()
+                .wait(Duration::from_secs(10))
+                .manager(locks.clone()),
+        )
         .route("/orders/{orderId}/refund", post(refund))
         .route("/orders/{orderId}", get(show))
         .layer(Extension(Orders::default()))
+        // For the `Locked<OrderId>` extractor of the refund route (no layer there).
         .layer(Extension(locks.clone()));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let base = format!("http://{}", listener.local_addr()?);

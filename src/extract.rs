@@ -50,8 +50,9 @@ pub trait Lockable: Sized + Send + 'static {
 /// away). If [`LockLayer`](crate::LockLayer) already holds the same key for this request,
 /// the extractor enters that lock again (same owner) instead of waiting for itself.
 ///
-/// The [`LockManager`] comes from the request extensions (`.layer(Extension(manager))`, or
-/// a `LockLayer` that was given one). Failures are [`LockRejection`]s, with the same
+/// The [`LockManager`] comes from the request extensions (`.layer(Extension(manager))`),
+/// or from the lock of a [`LockLayer`](crate::LockLayer) given one with
+/// [`manager`](crate::LockLayer::manager). Failures are [`LockRejection`]s, with the same
 /// statuses as the layer's (409 busy, 400 bad key, 503 backend down, 500 no manager).
 /// `Option<Locked<K>>` is `None` when the request does not carry the key at all.
 ///
@@ -199,14 +200,18 @@ async fn lock_value<K: Lockable>(parts: &Parts, raw: &str) -> Result<Locked<K>, 
         reason,
     })?;
     let rejection = |e| LockRejection::from_error(e, &K::source().describe(), StatusCode::CONFLICT);
-    let manager = parts
-        .extensions
-        .get::<LockManager>()
-        .ok_or(LockRejection::NoManager)?;
+    let held = parts.extensions.get::<HeldLock>();
+    // The request's manager, else that of the layer's lock (a layer given its own manager
+    // does not put it in the extensions of the requests it locks).
+    let manager = match (parts.extensions.get::<LockManager>(), held) {
+        (Some(manager), _) => manager.clone(),
+        (None, Some(held)) => held.manager(),
+        (None, None) => return Err(LockRejection::NoManager),
+    };
     let key = manager.key(&value.lock_name()).map_err(rejection)?;
-    let guard = match parts.extensions.get::<HeldLock>() {
+    let guard = match held {
         Some(held) if *held.key() == key => held.reenter().await,
-        _ => manager.lock_key(key).acquire().await,
+        _ => manager.into_lock(key).acquire().await,
     }
     .map_err(rejection)?;
     Ok(Locked(Held { value, guard }))

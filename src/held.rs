@@ -7,6 +7,7 @@ use crate::error::LockError;
 use crate::guard::{self, Hold, LockGuard};
 use crate::key::{LockKey, OwnerId};
 use crate::loss::LossSignal;
+use crate::manager::LockManager;
 
 /// Put in the request extensions by [`LockLayer`](crate::LockLayer) while the inner service
 /// runs: which lock the request holds, and its loss signal.
@@ -51,6 +52,13 @@ impl HeldLock {
     /// Whether the lock is known or presumed lost.
     pub fn is_lost(&self) -> bool {
         self.hold.loss.is_lost()
+    }
+
+    /// The manager that holds the lock (to take other locks with it).
+    pub fn manager(&self) -> LockManager {
+        LockManager {
+            inner: self.hold.manager.clone(),
+        }
     }
 
     /// Enters the same lock again for the same owner (used by [`Locked`](crate::Locked)).

@@ -105,12 +105,8 @@ impl LockManager {
         LockRequest::new(self.clone(), key)
     }
 
-    /// A request for a key already validated by [`key`](Self::key).
-    pub(crate) fn lock_key(&self, key: LockKey) -> LockRequest {
-        self.clone().into_lock(key)
-    }
-
-    /// [`lock_key`](Self::lock_key) with this handle moved into the request.
+    /// A request for a key already validated by [`key`](Self::key), with this handle
+    /// moved into the request.
     pub(crate) fn into_lock(self, key: LockKey) -> LockRequest {
         LockRequest::new(self, Ok(key))
     }

@@ -343,6 +343,98 @@ async fn layer_and_extractor_share_the_lock(kind: Kind) {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// A layer given its own manager needs no `Extension` layer: extractors behind it find the
+/// manager through the request's `HeldLock`, and on a request it runs unlocked, in the
+/// extensions.
+async fn layer_with_its_own_manager(kind: Kind) {
+    let locks = manager(kind).await;
+    #[derive(Debug)]
+    struct Account(String);
+    impl Lockable for Account {
+        fn source() -> KeySource {
+            KeySource::header("x-account")
+        }
+        fn parse(raw: &str) -> Result<Self, String> {
+            Ok(Account(raw.to_owned()))
+        }
+        fn lock_name(&self) -> String {
+            format!("account:{}", self.0)
+        }
+    }
+    let app = Router::new()
+        .route(
+            "/orders/{orderId}/refund",
+            post(
+                |Locked(order): Locked<OrderId>,
+                 account: Option<Locked<Account>>,
+                 Extension(held): Extension<HeldLock>| async move {
+                    // The same lock as the layer's, entered again; another one beside it.
+                    assert_eq!(order.key(), held.key());
+                    assert_eq!(order.guard().owner(), held.owner());
+                    let account = account.map(|a| a.key().to_string());
+                    format!("refunded {} {account:?}", order.0)
+                },
+            ),
+        )
+        .route_layer(
+            LockLayer::for_key::<OrderId>()
+                .wait(Duration::from_millis(200))
+                .manager(locks.clone()),
+        )
+        .merge(
+            Router::new()
+                .route(
+                    "/accounts",
+                    post(
+                        |Locked(account): Locked<Account>| async move { account.key().to_string() },
+                    ),
+                )
+                .route_layer(
+                    LockLayer::by_header("x-lock")
+                        .allow_missing_key()
+                        .manager(locks.clone()),
+                ),
+        );
+    let send = |uri: &'static str, account: Option<&'static str>| {
+        let app = app.clone();
+        async move {
+            let mut request = Request::post(uri);
+            if let Some(account) = account {
+                request = request.header("x-account", account);
+            }
+            let response = app
+                .oneshot(request.body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    let (status, body) = send("/orders/78/refund", None).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "refunded 78 None")
+    );
+    let (status, body) = send("/orders/79/refund", Some("a1")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body.starts_with("refunded 79 Some(") && body.contains("account:a1"),
+        "{body}"
+    );
+    // No `x-lock` header: the request runs unlocked, and its extractor still finds the
+    // layer's manager.
+    let (status, body) = send("/accounts", Some("a2")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.ends_with("account:a2"), "{body}");
+    // Everything was released: the locks are free for the next request.
+    let (status, _) = send("/orders/79/refund", Some("a1")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(locks.lock("order:79").try_acquire().await.is_ok());
+}
+
 async fn extractor_alone_and_optional(kind: Kind) {
     let locks = manager(kind).await;
     let app =
@@ -466,6 +558,7 @@ http_suite!(
     no_manager_is_500_with_the_fix,
     placements_and_misplacement,
     layer_and_extractor_share_the_lock,
+    layer_with_its_own_manager,
     extractor_alone_and_optional,
     long_handler_keeps_the_lock,
 );

@@ -157,11 +157,11 @@ pub fn app(
         .route_layer(
             LockLayer::by_header(key_header)
                 .key_prefix("webhook:")
-                .wait(wait),
+                .wait(wait)
+                .manager(locks),
         )
         .layer(Extension(store))
-        .layer(Extension(processed.clone()))
-        .layer(Extension(locks));
+        .layer(Extension(processed.clone()));
     (router, processed)
 }
 

@@ -12,9 +12,14 @@
 //! with `Router::layer` on a router of routes. A layer around the whole app (outside
 //! routing) sees no parameters and answers 500 with this explanation.
 //!
+//! # The manager
+//! Give the layer its manager with [`LockLayer::manager`]. Without one, it takes the
+//! [`LockManager`] from the request extensions (`.layer(Extension(manager))` outside it),
+//! and answers 500 when there is none.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use axum::{routing::post, Extension, Router};
+//! use axum::{routing::post, Router};
 //! use tower_lock::{LockLayer, LockManager};
 //! # use tower::ServiceExt;
 //!
@@ -22,10 +27,10 @@
 //!     "paid" // never runs twice at once for the same order
 //! }
 //!
+//! let locks = LockManager::memory(); // or LockManager::redis(url).await?
 //! let app = Router::new()
 //!     .route("/orders/{orderId}/pay", post(pay))
-//!     .route_layer(LockLayer::by_path_param("orderId"))
-//!     .layer(Extension(LockManager::memory()));
+//!     .route_layer(LockLayer::by_path_param("orderId").manager(locks));
 //! # let response = app.oneshot(http::Request::post("/orders/42/pay").body(axum::body::Body::empty()).unwrap()).await.unwrap();
 //! # assert_eq!(response.status(), 200);
 //! # }
@@ -153,8 +158,14 @@ impl LockLayer {
         self
     }
 
-    /// Uses this manager instead of the one in the request extensions (it is also put in
-    /// the extensions for inner extractors when none is there).
+    /// Locks with this manager instead of one from the request extensions: the
+    /// recommended setup, with no `Extension` layer needed for the layer (and none of its
+    /// cost per request).
+    ///
+    /// [`Locked<K>`](crate::Locked) extractors behind the layer find the manager through
+    /// the request's [`HeldLock`](crate::HeldLock) (and, on a request that runs unlocked,
+    /// in the extensions). It is not put in the extensions of the requests it locks:
+    /// handlers that take `Extension<LockManager>` need `.layer(Extension(manager))`.
     pub fn manager(mut self, manager: LockManager) -> Self {
         self.config_mut().manager = Some(manager);
         self

@@ -71,7 +71,7 @@ pub(super) fn begin<B: Send + 'static>(
     request: Request<B>,
 ) -> Result<Start<B>, Later<B>> {
     let (mut parts, body) = request.into_parts();
-    let manager = match manager(config, &mut parts) {
+    let manager = match manager(config, &parts) {
         Ok(manager) => manager,
         Err(rejection) => return Ok(Start::Rejected(rejection)),
     };
@@ -94,7 +94,7 @@ pub(super) fn begin<B: Send + 'static>(
     let lock = match lock_request(config, manager, key) {
         Ok(lock) => lock,
         Err(Some(rejection)) => return Ok(Start::Rejected(rejection)),
-        Err(None) => return Ok(Start::Unlocked(Request::from_parts(parts, body))),
+        Err(None) => return Ok(unlocked(config, parts, body)),
     };
     match lock.acquire_now(false) {
         Ok(acquired) => Ok(finish(config, parts, body, acquired, None)),
@@ -114,7 +114,7 @@ async fn start<B>(config: Arc<Config>, manager: LockManager, request: Request<B>
     let lock = match lock_request(&config, manager, key) {
         Ok(lock) => lock,
         Err(Some(rejection)) => return Start::Rejected(rejection),
-        Err(None) => return Start::Unlocked(Request::from_parts(parts, body)),
+        Err(None) => return unlocked(&config, parts, body),
     };
     let key = lock.key().cloned();
     let acquired = lock.acquire_parts(false).await;
@@ -122,14 +122,11 @@ async fn start<B>(config: Arc<Config>, manager: LockManager, request: Request<B>
 }
 
 /// The manager this request locks with (the layer's own, else the request's extension).
-fn manager(config: &Config, parts: &mut Parts) -> Result<LockManager, LockRejection> {
+/// The layer's own is not put in the extensions: extractors find it through the
+/// [`HeldLock`](crate::HeldLock) of a locked request (see [`unlocked`]).
+fn manager(config: &Config, parts: &Parts) -> Result<LockManager, LockRejection> {
     match (&config.manager, parts.extensions.get::<LockManager>()) {
-        (Some(manager), None) => {
-            parts.extensions.insert(manager.clone());
-            Ok(manager.clone())
-        }
-        (Some(manager), Some(_)) => Ok(manager.clone()),
-        (None, Some(manager)) => Ok(manager.clone()),
+        (Some(manager), _) | (None, Some(manager)) => Ok(manager.clone()),
         (None, None) => {
             tracing::error!(
                 "tower-lock: no LockManager for this request: add `.layer(Extension(lock_manager))` \
@@ -138,6 +135,17 @@ fn manager(config: &Config, parts: &mut Parts) -> Result<LockManager, LockReject
             Err(LockRejection::NoManager)
         }
     }
+}
+
+/// A request that runs without a lock. It carries no [`HeldLock`](crate::HeldLock), so the
+/// layer's own manager goes in its extensions for inner extractors (unless one is there).
+fn unlocked<B>(config: &Config, mut parts: Parts, body: B) -> Start<B> {
+    if let Some(manager) = &config.manager {
+        if parts.extensions.get::<LockManager>().is_none() {
+            parts.extensions.insert(manager.clone());
+        }
+    }
+    Start::Unlocked(Request::from_parts(parts, body))
 }
 
 /// The key of the request's lock; `Ok(None)`: no route matched, nothing to lock.
@@ -195,7 +203,7 @@ fn finish<B>(
         Err(LockError::Unavailable(error)) if config.fail_open => {
             let key = key.map_or("", LockKey::as_str);
             tracing::warn!(%error, key, "tower-lock: backend unavailable; running without the lock (fail open)");
-            Start::Unlocked(Request::from_parts(parts, body))
+            unlocked(config, parts, body)
         }
         Err(error) => {
             let what = config.source.describe();
