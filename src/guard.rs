@@ -4,10 +4,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
+use crate::count::{Count, Counted};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::loss::{Loss, LossSignal};
@@ -35,7 +35,7 @@ pub(crate) struct Hold {
     pub(crate) renewed: bool,
     /// The owner's count in the backend; locked around every change so that each change
     /// is sent with the count it expects.
-    pub(crate) count: Arc<tokio::sync::Mutex<u32>>,
+    pub(crate) count: Count,
     pub(crate) loss: Loss,
     /// Closed before the last release: no renewal after it. Also keeps the hold's place in
     /// the manager's renewal schedule.
@@ -43,7 +43,6 @@ pub(crate) struct Hold {
     /// This process's claim on the name, ended by the last release (`None` from the
     /// start for a hold that an in-process backend granted without one).
     pub(crate) claim: Mutex<Option<Claim>>,
-    pub(crate) runtime: tokio::runtime::Handle,
 }
 
 impl Hold {
@@ -56,26 +55,24 @@ impl Hold {
 
     /// Drops one hold, with the count lock already taken. Runs to the end even if its
     /// caller goes away.
-    fn release(
-        self: Arc<Self>,
-        mut count: OwnedMutexGuard<u32>,
-    ) -> Settle<Result<Released, BackendError>> {
+    fn release(mut count: Counted<Arc<Self>>) -> Settle<Result<Released, BackendError>> {
         let operation: BoxFuture<Result<Released, BackendError>> = Box::pin(async move {
+            let this = count.hold().clone();
             if *count <= 1 {
-                self.stop_watchdog().await;
+                this.stop_watchdog().await;
             }
             let args = ReleaseArgs {
-                key: self.key.clone(),
-                owner: self.owner.clone(),
-                lease: self.lease,
+                key: this.key.clone(),
+                owner: this.owner.clone(),
+                lease: this.lease,
                 expected: *count,
             };
-            let unlock_expected = *count <= 1 && self.manager.queues.expect_unlock(&self.key);
+            let unlock_expected = *count <= 1 && this.manager.queues.expect_unlock(&this.key);
             // A release is safe to re-send (it carries the count it expects): ride out a
             // short failure (a failover, a reconnect) before giving the lock up to its
             // lease.
             let mut sent = Instant::now();
-            let mut result = self.manager.backend.release(args.clone()).await;
+            let mut result = this.manager.backend.release(args.clone()).await;
             let mut resent = false;
             for delay in RELEASE_RETRIES {
                 if result.is_ok() {
@@ -84,13 +81,13 @@ impl Hold {
                 tokio::time::sleep(delay).await;
                 sent = Instant::now();
                 resent = true;
-                result = self.manager.backend.release(args.clone()).await;
+                result = this.manager.backend.release(args.clone()).await;
             }
             if unlock_expected {
                 let unlocked = matches!(result, Ok(Released::Unlocked));
-                self.manager.queues.unlock_settled(&self.key, unlocked);
+                this.manager.queues.unlock_settled(&this.key, unlocked);
             }
-            self.settled(&mut count, &result, Some(sent), resent);
+            this.settled(&mut count, &result, Some(sent), resent);
             result
         });
         Settle::new(operation, |_| None)
@@ -101,7 +98,7 @@ impl Hold {
         if !self.manager.answers_at_once {
             return None;
         }
-        let mut count = self.count.try_lock().ok()?;
+        let mut count = Counted::try_lock(self).ok()?;
         if *count <= 1 {
             let slot = self.gate.try_close()?;
             self.manager.renewals.cancel(slot);
@@ -239,9 +236,10 @@ impl LockGuard {
         };
         // Wait for the count lock while the guard still owns its hold: if this future is
         // dropped meanwhile, the guard's drop releases the lock.
-        let count = guard.hold().count.clone().lock_owned().await;
-        let hold = guard.hold.take().expect("a live guard has its hold");
-        hold.release(count).await
+        let count = Counted::lock(guard.hold().clone()).await;
+        // The count lock now stands for the hold; the guard gives it up without a drop.
+        guard.hold = None;
+        Hold::release(count).await
     }
 
     /// Releases without a future when that needs no waiting: the count lock is free, no
@@ -272,7 +270,7 @@ pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
     let lost = || LockError::Lost {
         key: hold.key.clone(),
     };
-    let count = hold.count.clone().lock_owned().await;
+    let count = Counted::lock(hold.clone()).await;
     if *count == 0 || (hold.loss.is_lost() && hold.renewed) {
         return Err(lost());
     }
@@ -281,7 +279,6 @@ pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
     // undo still holds it, so no other change is sent with a stale count meanwhile.
     let count = Arc::new(Mutex::new(Some(count)));
     let undo_count = count.clone();
-    let undo_hold = hold.clone();
     let args = AcquireArgs {
         key: hold.key.clone(),
         owner: hold.owner.clone(),
@@ -299,7 +296,7 @@ pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
                 let mut count = count;
                 *count += 1;
                 Some(Box::pin(async move {
-                    let _ = undo_hold.release(count).await;
+                    let _ = Hold::release(count).await;
                 }) as BoxFuture<()>)
             }
             _ => None,
@@ -330,18 +327,24 @@ impl Drop for LockGuard {
         let Some(hold) = self.hold.take() else {
             return;
         };
+        let Some(runtime) = hold.manager.runtime() else {
+            // Not reached: a lock is only granted once the manager knows a runtime. Should
+            // it be, an in-process backend releases here; otherwise the lease ends it.
+            if hold.release_now().is_none() {
+                tracing::warn!(key = %hold.key, "tower-lock: a guard was dropped outside a Tokio runtime; the lock ends with its lease");
+            }
+            return;
+        };
         // Take our place in the count lock now, so that a release that starts after this
         // drop (another guard of the same hold) is ordered after ours.
-        let runtime = hold.runtime.clone();
-        match hold.count.clone().try_lock_owned() {
+        match Counted::try_lock(hold) {
             Ok(count) => {
-                let release = hold.release(count);
-                runtime.spawn(release);
+                runtime.spawn(Hold::release(count));
             }
-            Err(_) => {
+            Err(hold) => {
                 runtime.spawn(async move {
-                    let count = hold.count.clone().lock_owned().await;
-                    let _ = hold.release(count).await;
+                    let count = Counted::lock(hold).await;
+                    let _ = Hold::release(count).await;
                 });
             }
         }

@@ -192,32 +192,84 @@ impl fmt::Display for LockKey {
 /// Redisson uses `<client UUID>:<thread id>`; async tasks have no threads, so every
 /// acquisition that is not a reentry gets a holder number of its own. The UUID is random
 /// (version 4, 122 random bits) so other processes cannot guess it.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct OwnerId(Arc<str>);
+///
+/// Ids up to 57 bytes (every id a manager makes) are kept inline: one is made per
+/// acquisition, and an allocation of its own would cost more than copying it.
+#[derive(Clone)]
+pub struct OwnerId(OwnerText);
+
+#[derive(Clone)]
+enum OwnerText {
+    Inline { len: u8, bytes: [u8; OWNER_ID_MAX] },
+    Shared(Arc<str>),
+}
 
 impl OwnerId {
     /// An owner id from its text, for code that speaks to a [`Backend`](crate::backend::Backend)
     /// directly. Owner ids made by a manager are unguessable; one made here is only as
     /// unguessable as its text.
     pub fn from_raw(id: &str) -> Self {
-        OwnerId(id.into())
+        match Self::inline(&[id.as_bytes()]) {
+            Some(owner) => owner,
+            None => OwnerId(OwnerText::Shared(id.into())),
+        }
+    }
+
+    /// The concatenation of `parts` (whole UTF-8 strings), if it fits inline.
+    fn inline(parts: &[&[u8]]) -> Option<Self> {
+        let mut bytes = [0u8; OWNER_ID_MAX];
+        let mut len = 0;
+        for part in parts {
+            bytes.get_mut(len..len + part.len())?.copy_from_slice(part);
+            len += part.len();
+        }
+        Some(OwnerId(OwnerText::Inline {
+            len: len as u8,
+            bytes,
+        }))
     }
 
     /// The owner id as written into the lock hash.
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // Put together from whole strings only (`inline`), so always UTF-8.
+            OwnerText::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            OwnerText::Shared(text) => text,
+        }
+    }
+
+    /// The id's bytes (no UTF-8 check).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            OwnerText::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            OwnerText::Shared(text) => text.as_bytes(),
+        }
+    }
+}
+
+impl PartialEq for OwnerId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for OwnerId {}
+
+impl Hash for OwnerId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
     }
 }
 
 impl fmt::Debug for OwnerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl fmt::Display for OwnerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -238,18 +290,26 @@ pub(crate) fn decimal(mut number: u64, digits: &mut [u8; 20]) -> &[u8] {
 /// The longest owner id a manager makes: a hyphenated UUID, `:` and a `u64`.
 const OWNER_ID_MAX: usize = 36 + 1 + 20;
 
-/// Hands out owner ids and request ids for one manager.
+/// Hands out owner ids for one manager.
 #[derive(Debug)]
 pub(crate) struct Ids {
     manager: String,
-    next: AtomicU64,
+}
+
+/// Holder numbers are unique in the process (so also per manager), handed to each thread
+/// in blocks: threads taking locks at the same time do not share a counter.
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+const BLOCK: u64 = 1024;
+
+thread_local! {
+    /// The next number of this thread's block, and the end of the block.
+    static NUMBERS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 impl Ids {
     pub(crate) fn new() -> Self {
         Ids {
             manager: uuid::Uuid::new_v4().to_string(),
-            next: AtomicU64::new(1),
         }
     }
 
@@ -258,21 +318,28 @@ impl Ids {
     }
 
     pub(crate) fn next_owner(&self) -> OwnerId {
-        // Written by hand into one buffer: `format!` costs several times more, and a
-        // `String` turned into an `Arc<str>` is a second allocation, once per acquisition.
-        let mut text = [0u8; OWNER_ID_MAX];
-        let manager = self.manager.as_bytes();
-        text[..manager.len()].copy_from_slice(manager);
-        text[manager.len()] = b':';
+        // Written by hand, inline: `format!` costs several times more.
         let mut digits = [0u8; 20];
         let number = decimal(self.next_number(), &mut digits);
-        let len = manager.len() + 1 + number.len();
-        text[manager.len() + 1..len].copy_from_slice(number);
-        OwnerId(std::str::from_utf8(&text[..len]).expect("ASCII").into())
+        let parts = [self.manager.as_bytes(), b":", number];
+        OwnerId::inline(&parts).unwrap_or_else(|| {
+            // A manager id is a UUID (36 bytes), so this is not reached.
+            OwnerId(OwnerText::Shared(
+                String::from_utf8_lossy(&parts.concat()).into(),
+            ))
+        })
     }
 
     fn next_number(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed)
+        NUMBERS.with(|numbers| {
+            let (mut next, mut end) = numbers.get();
+            if next == end {
+                next = NEXT_BLOCK.fetch_add(BLOCK, Ordering::Relaxed);
+                end = next + BLOCK;
+            }
+            numbers.set((next + 1, end));
+            next
+        })
     }
 }
 
@@ -335,15 +402,72 @@ mod tests {
     }
 
     #[test]
+    fn owner_ids_keep_their_text_inline_or_shared() {
+        let long = "o".repeat(OWNER_ID_MAX + 1);
+        let longest = "x".repeat(OWNER_ID_MAX);
+        for text in ["", "a", "ünï:©", &longest, &long] {
+            let owner = OwnerId::from_raw(text);
+            assert_eq!(owner.as_str(), text);
+            assert_eq!(owner.to_string(), text);
+            assert_eq!(format!("{owner:?}"), format!("{text:?}"));
+            assert_eq!(owner, OwnerId::from_raw(text));
+            assert_eq!(owner.clone().as_bytes(), text.as_bytes());
+        }
+        assert!(matches!(
+            OwnerId::from_raw(&longest).0,
+            OwnerText::Inline { .. }
+        ));
+        assert!(matches!(OwnerId::from_raw(&long).0, OwnerText::Shared(_)));
+        assert_ne!(OwnerId::from_raw("a"), OwnerId::from_raw("ab"));
+        // A manager's id equals the same text given from outside (the Redis backend and
+        // Redisson see only the text).
+        let ids = Ids::new();
+        let owner = ids.next_owner();
+        assert!(matches!(owner.0, OwnerText::Inline { .. }));
+        assert_eq!(OwnerId::from_raw(owner.as_str()), owner);
+    }
+
+    #[test]
     fn owner_ids_are_unique_and_carry_the_manager_id() {
         let ids = Ids::new();
         let (a, b) = (ids.next_owner(), ids.next_owner());
         assert_ne!(a, b);
-        assert_eq!(a.as_str(), format!("{}:1", ids.manager_id()));
-        assert_eq!(b.as_str(), format!("{}:2", ids.manager_id()));
+        let prefix = format!("{}:", ids.manager_id());
+        let number = |owner: &OwnerId| -> u64 {
+            let text = owner
+                .as_str()
+                .strip_prefix(&prefix)
+                .expect("manager id first");
+            text.parse().expect("a holder number")
+        };
+        assert_eq!(number(&b), number(&a) + 1);
         assert_ne!(Ids::new().manager_id(), ids.manager_id());
-        ids.next.store(u64::MAX, Ordering::Relaxed);
-        let last = ids.next_owner();
-        assert_eq!(last.as_str(), format!("{}:{}", ids.manager_id(), u64::MAX));
+        // Unique across threads (each takes numbers from blocks of its own) and across
+        // the end of a block.
+        let mut numbers: Vec<u64> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        (0..3 * BLOCK)
+                            .map(|_| number(&ids.next_owner()))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        });
+        let all = numbers.len();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), all);
+        // The longest number fits.
+        let mut digits = [0u8; 20];
+        assert_eq!(
+            decimal(u64::MAX, &mut digits),
+            u64::MAX.to_string().as_bytes()
+        );
     }
 }

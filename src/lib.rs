@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+mod count;
 mod error;
 mod extract;
 mod guard;

@@ -1,8 +1,10 @@
 //! The lock manager: configuration, backend, wait queues and owner ids.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use tokio::runtime::Handle;
 
 use crate::backend::{Backend, MemoryBackend, RedisBackend};
 use crate::error::{BackendError, LockError};
@@ -53,6 +55,35 @@ pub(crate) struct ManagerInner {
     pub(crate) renewals: Arc<Renewals>,
     /// The backend's [`Backend::answers_at_once`], asked once.
     pub(crate) answers_at_once: bool,
+    /// The runtime the manager was built or first used in: background work (a dropped
+    /// guard's release, the renewal task) goes there when it starts outside a runtime.
+    /// Holds do not keep a handle each: cloning one changes a count shared by every
+    /// thread of the runtime.
+    runtime: OnceLock<Handle>,
+}
+
+impl ManagerInner {
+    /// Where background work runs: the current runtime, else the one remembered.
+    pub(crate) fn runtime(&self) -> Option<Handle> {
+        Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime.get().cloned())
+    }
+
+    /// Whether a runtime is known (remembering the current one on first use): locks that
+    /// may need background work are only granted when one is.
+    pub(crate) fn has_runtime(&self) -> bool {
+        if self.runtime.get().is_some() {
+            return true;
+        }
+        match Handle::try_current() {
+            Ok(handle) => {
+                let _ = self.runtime.set(handle);
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 impl Drop for ManagerInner {
@@ -260,6 +291,9 @@ impl LockManagerBuilder {
                 settings: self.settings,
                 renewals: Arc::default(),
                 answers_at_once,
+                runtime: Handle::try_current()
+                    .map(OnceLock::from)
+                    .unwrap_or_default(),
             }),
         }
     }

@@ -43,11 +43,22 @@ impl Renewals {
         }
         state.next_id += 1;
         let earlier = state.next_look.is_none_or(|look| due < look);
-        let runtime = hold.runtime.clone();
+        let start = !state.running;
+        let runtime = if start {
+            match hold.manager.runtime() {
+                Some(runtime) => Some(runtime),
+                None => {
+                    tracing::warn!(key = %hold.key, "tower-lock: no Tokio runtime to renew the lease on; the lock ends with its lease");
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        state.running = true;
         state.due.insert((due, id), (hold, keeper));
-        let start = !std::mem::replace(&mut state.running, true);
         drop(state);
-        if start {
+        if let Some(runtime) = runtime {
             runtime.spawn(run(Arc::downgrade(self), self.wake.clone()));
         } else if earlier {
             self.wake.notify_one();
@@ -91,7 +102,7 @@ async fn run(renewals: Weak<Renewals>, wake: Arc<Notify>) {
                 let (hold, keeper) = entry.remove();
                 hold.gate.unschedule();
                 let renewals = renewals.clone();
-                hold.runtime.clone().spawn(async move {
+                tokio::spawn(async move {
                     let mut keeper = keeper;
                     if let Some(due) = renew_once(&hold, &mut keeper).await {
                         renewals.schedule(hold, keeper, due);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
+use crate::count::Count;
 use crate::error::{BackendError, LockError};
 use crate::guard::{Hold, LockGuard};
 use crate::key::{LockKey, OwnerId};
@@ -101,9 +102,9 @@ impl LockRequest {
         if !inner.answers_at_once {
             return Err(self);
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if !inner.has_runtime() {
             return Err(self);
-        };
+        }
         // With no waiter queued near the name, the backend's own table keeps newcomers in
         // order and the hold needs no claim (see `WaitQueues::may_be_queued`); otherwise
         // claim the name, if it is free here.
@@ -139,7 +140,6 @@ impl LockRequest {
             renewed,
             acquired_at: sent,
             claim,
-            runtime,
         };
         Ok(Ok(hold.start(spawn_watchdog, Duration::ZERO)))
     }
@@ -158,8 +158,9 @@ impl LockRequest {
         let (lease, renewed) = self.lease_to_take(&self.manager.inner);
         let inner = self.manager.inner;
         let key = self.key?;
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| BackendError::new("tower-lock needs a Tokio runtime"))?;
+        if !inner.has_runtime() {
+            return Err(BackendError::new("tower-lock needs a Tokio runtime").into());
+        }
         let owner = inner.ids.next_owner();
         let (acquired_at, waited, claim) = wait_for(&inner, &key, &owner, lease, self.wait).await?;
         let hold = Holding {
@@ -170,7 +171,6 @@ impl LockRequest {
             renewed,
             acquired_at,
             claim: Some(claim),
-            runtime,
         };
         Ok(hold.start(spawn_watchdog, waited))
     }
@@ -186,7 +186,6 @@ struct Holding {
     acquired_at: Instant,
     /// `None`: granted at once by an in-process backend with no waiter queued near.
     claim: Option<Claim>,
-    runtime: tokio::runtime::Handle,
 }
 
 impl Holding {
@@ -200,7 +199,6 @@ impl Holding {
             renewed,
             acquired_at,
             claim,
-            runtime,
         } = self;
         let loss = Loss::new((!renewed).then_some(acquired_at + lease));
         let hold = Arc::new(Hold {
@@ -209,11 +207,10 @@ impl Holding {
             owner,
             lease,
             renewed,
-            count: Arc::new(tokio::sync::Mutex::new(1)),
+            count: Count::new(1),
             loss,
             gate: RenewGate::default(),
             claim: Mutex::new(claim),
-            runtime,
         });
         tracing::trace!(key = %hold.key, owner = %hold.owner, ?waited, "tower-lock: acquired");
         if !renewed {

@@ -294,7 +294,9 @@ fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
     let mut text = BytesMut::with_capacity(
         operations
             .iter()
-            .map(|operation| 2 * operation.key.as_str().len() + operation.owner.as_str().len() + 64)
+            .map(|operation| {
+                2 * operation.key.as_str().len() + operation.owner.as_bytes().len() + 64
+            })
             .sum(),
     );
     // Each piece is written, then split off the front of the buffer (all share it).
@@ -320,7 +322,7 @@ fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
         }
         let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
         values.push(Value::Bytes(piece(&[decimal(lease, &mut [0; 20])])));
-        values.push(Value::Bytes(piece(&[operation.owner.as_str().as_bytes()])));
+        values.push(Value::Bytes(piece(&[operation.owner.as_bytes()])));
         values.push(operation.op_text());
     }
     (keys, values)
