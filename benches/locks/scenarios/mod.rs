@@ -148,9 +148,13 @@ fn next_random(state: &mut u64) -> u64 {
     *state
 }
 
-/// Rounds in which the variants of a throughput comparison take turns, so that a machine
-/// whose speed drifts during the run favours none of them.
-const ROUNDS: u32 = 5;
+/// Rounds in which the variants of a throughput comparison that runs `duration` in all
+/// take turns, so that a machine whose speed drifts during the run favours none of them:
+/// one round per 200 ms of each variant (a shared host's speed was seen to swing by a
+/// third within a second), at least 5.
+fn rounds(duration: Duration) -> u32 {
+    (duration.as_millis() / 200).clamp(5, 50) as u32
+}
 
 /// Operations per second of `a` and of `b`, each run for `duration` in all, taking turns.
 async fn interleaved<A, FA, B, FB>(duration: Duration, a: A, b: B) -> (f64, f64)
@@ -160,9 +164,10 @@ where
     B: Fn(u64) -> FB + Clone + Send + 'static,
     FB: std::future::Future<Output = ()> + Send,
 {
-    let slice = duration / ROUNDS;
+    let rounds = rounds(duration);
+    let slice = duration / rounds;
     let (mut count_a, mut time_a, mut count_b, mut time_b) = (0, Duration::ZERO, 0, Duration::ZERO);
-    for round in 0..u64::from(ROUNDS) {
+    for round in 0..u64::from(rounds) {
         let (n, t) = run_for(slice, round, a.clone()).await;
         (count_a, time_a) = (count_a + n, time_a + t);
         let (n, t) = run_for(slice, round, b.clone()).await;

@@ -1,4 +1,9 @@
 //! S4: the HTTP layer on Redis and on memory, against no lock.
+//!
+//! The layers are set up as the README recommends, with the manager given to the layer
+//! (`LockLayer::manager`). One more memory variant takes its manager from an `Extension`
+//! layer instead, for comparison (the extra layer costs axum a boxed service and a future
+//! per request, and the manager an extension insert).
 
 use super::*;
 
@@ -8,18 +13,22 @@ pub(super) async fn s4(url: &str, scale: Scale, report: &mut Report) {
     let backend = RedisBackend::connect(url).await.expect("connect");
     let eval_client = backend.client().clone();
     let redis = LockManager::builder().backend(backend);
+    let layer = || LockLayer::by_path_param("key").key_prefix("bench:s4:");
     let variants = [
         ("no lock", None),
-        ("LockLayer redis", Some(redis)),
-        ("LockLayer memory", Some(LockManager::memory())),
+        ("LockLayer redis", Some((redis, false))),
+        ("LockLayer memory", Some((LockManager::memory(), false))),
+        (
+            "LockLayer memory, manager from an Extension layer",
+            Some((LockManager::memory(), true)),
+        ),
     ];
     let mut addrs = Vec::new();
     for (_, locks) in &variants {
         let app = Router::new().route("/k/{key}", post(|| async { "ok" }));
         let app = match locks {
-            Some(locks) => app
-                .route_layer(LockLayer::by_path_param("key").key_prefix("bench:s4:"))
-                .layer(Extension(locks.clone())),
+            Some((locks, false)) => app.route_layer(layer().manager(locks.clone())),
+            Some((locks, true)) => app.route_layer(layer()).layer(Extension(locks.clone())),
             None => app,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -83,13 +92,14 @@ pub(super) async fn s4(url: &str, scale: Scale, report: &mut Report) {
         added_m.as_secs_f64(),
     );
 
-    // (b) 64 connections; the variants take turns (see `ROUNDS`).
+    // (b) 64 connections; the variants take turns (see `rounds`).
     let clients = http_clients(64);
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
     let mut elapsed = vec![Duration::ZERO; variants.len()];
-    for _ in 0..ROUNDS {
+    let rounds = rounds(scale.s4_parallel);
+    for _ in 0..rounds {
         for (i, addr) in addrs.iter().enumerate() {
-            let end = Instant::now() + scale.s4_parallel / ROUNDS;
+            let end = Instant::now() + scale.s4_parallel / rounds;
             let start = Instant::now();
             let tasks: Vec<_> = clients
                 .iter()
@@ -129,6 +139,13 @@ pub(super) async fn s4(url: &str, scale: Scale, report: &mut Report) {
         rates.push(rate);
     }
     let (r_redis, r_memory) = (rates[1] / rates[0], rates[2] / rates[0]);
+    let r_extension = rates[3] / rates[0];
+    report.add(
+        "S4b 64 connections",
+        "memory layer with the manager from an Extension layer ÷ no lock",
+        format!("{r_extension:.2}"),
+        r_extension,
+    );
     report.goal(
         "S4b 64 connections",
         "redis layer throughput ÷ no lock",
