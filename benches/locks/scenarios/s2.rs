@@ -270,5 +270,17 @@ pub(super) async fn s2b(url: &str, admin: &Client, scale: Scale, report: &mut Re
                 per,
             );
         }
+        if processes == 2 {
+            // Across processes the order is not FIFO; a process hands the lock to its own
+            // waiters early at most a few times in a row, so neither takes it over.
+            let first = spans.iter().filter(|s| s.worker < 16).count();
+            let second = spans.len() - first;
+            report.add(
+                &scenario,
+                "acquisitions, process 1 / process 2",
+                format!("{first} / {second}"),
+                first as f64 / second.max(1) as f64,
+            );
+        }
     }
 }
