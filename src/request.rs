@@ -158,7 +158,9 @@ impl LockRequest {
         let (lease, renewed) = self.lease_to_take(&self.manager.inner);
         let inner = self.manager.inner;
         let key = self.key?;
-        if !inner.has_runtime() {
+        // Waiting needs the current runtime's timers (one remembered from before will not
+        // do); a Redis acquisition always comes here, and one round trip dwarfs the check.
+        if tokio::runtime::Handle::try_current().is_err() || !inner.has_runtime() {
             return Err(BackendError::new("tower-lock needs a Tokio runtime").into());
         }
         let owner = inner.ids.next_owner();
@@ -374,4 +376,55 @@ async fn wait_for(
         Some(error) => LockError::Unavailable(error),
         None => timed_out(holder_until),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::time::Duration;
+
+    use crate::{LockError, LockManager};
+
+    /// Runs `future` on this thread, outside any Tokio runtime.
+    fn block_on<F: Future>(future: F) -> F::Output {
+        struct Unpark(std::thread::Thread);
+        impl Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+                return output;
+            }
+            std::thread::park();
+        }
+    }
+
+    /// Waiting needs the current runtime's timers: outside one it is an error, not a panic,
+    /// even when the manager remembers the runtime it was used in before.
+    #[test]
+    fn waiting_outside_a_runtime_is_an_error() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let locks = LockManager::memory();
+        let held = runtime.block_on(locks.lock("busy").acquire()).unwrap();
+        let waiting = std::thread::scope(|scope| {
+            scope
+                .spawn(|| block_on(locks.lock("busy").wait(Duration::from_millis(10)).acquire()))
+                .join()
+        });
+        let error = waiting.expect("no panic").unwrap_err();
+        assert!(
+            matches!(&error, LockError::Unavailable(e) if e.to_string().contains("Tokio runtime")),
+            "{error}"
+        );
+        runtime.block_on(held.release()).unwrap();
+    }
 }
