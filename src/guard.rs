@@ -57,17 +57,20 @@ impl Hold {
     /// caller goes away.
     fn release(mut count: Counted<Arc<Self>>) -> Settle<Result<Released, BackendError>> {
         let operation: BoxFuture<Result<Released, BackendError>> = Box::pin(async move {
-            let this = count.hold().clone();
-            if *count <= 1 {
+            // The count is changed once, when the release is answered; until then the
+            // hold is borrowed from the count lock that carries it.
+            let mut remaining = *count;
+            let this: &Hold = count.hold();
+            if remaining <= 1 {
                 this.stop_watchdog().await;
             }
             let args = ReleaseArgs {
                 key: this.key.clone(),
                 owner: this.owner.clone(),
                 lease: this.lease,
-                expected: *count,
+                expected: remaining,
             };
-            let unlock_expected = *count <= 1 && this.manager.queues.expect_unlock(&this.key);
+            let unlock_expected = remaining <= 1 && this.manager.queues.expect_unlock(&this.key);
             // A release is safe to re-send (it carries the count it expects): ride out a
             // short failure (a failover, a reconnect) before giving the lock up to its
             // lease.
@@ -87,7 +90,8 @@ impl Hold {
                 let unlocked = matches!(result, Ok(Released::Unlocked));
                 this.manager.queues.unlock_settled(&this.key, unlocked);
             }
-            this.settled(&mut count, &result, Some(sent), resent);
+            this.settled(&mut remaining, &result, Some(sent), resent);
+            *count = remaining;
             result
         });
         Settle::new(operation, |_| None)
@@ -328,11 +332,8 @@ impl Drop for LockGuard {
             return;
         };
         let Some(runtime) = hold.manager.runtime() else {
-            // Not reached: a lock is only granted once the manager knows a runtime. Should
-            // it be, an in-process backend releases here; otherwise the lease ends it.
-            if hold.release_now().is_none() {
-                tracing::warn!(key = %hold.key, "tower-lock: a guard was dropped outside a Tokio runtime; the lock ends with its lease");
-            }
+            // Not reached: a lock is only granted once the manager knows a runtime.
+            tracing::warn!(key = %hold.key, "tower-lock: a guard was dropped outside a Tokio runtime; the lock ends with its lease");
             return;
         };
         // Take our place in the count lock now, so that a release that starts after this

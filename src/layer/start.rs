@@ -125,9 +125,12 @@ async fn start<B>(config: Arc<Config>, manager: LockManager, request: Request<B>
 /// The layer's own is not put in the extensions: extractors find it through the
 /// [`HeldLock`](crate::HeldLock) of a locked request (see [`unlocked`]).
 fn manager(config: &Config, parts: &Parts) -> Result<LockManager, LockRejection> {
-    match (&config.manager, parts.extensions.get::<LockManager>()) {
-        (Some(manager), _) | (None, Some(manager)) => Ok(manager.clone()),
-        (None, None) => {
+    if let Some(manager) = &config.manager {
+        return Ok(manager.clone());
+    }
+    match parts.extensions.get::<LockManager>() {
+        Some(manager) => Ok(manager.clone()),
+        None => {
             tracing::error!(
                 "tower-lock: no LockManager for this request: add `.layer(Extension(lock_manager))` \
                  outside the LockLayer, or `LockLayer::manager(..)`; answering 500"
