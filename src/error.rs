@@ -131,4 +131,8 @@ pub enum Released {
     /// The lock was no longer held by this owner (its lease expired, or it was deleted).
     /// Nothing was changed.
     NotHeld,
+    /// This was the last hold, and the lock went straight to the next waiter in this
+    /// process, without being free in between (Redis: one round trip per hand-over instead
+    /// of two; see [`LockManagerBuilder::hand_over_limit`](crate::LockManagerBuilder::hand_over_limit)).
+    HandedOver,
 }

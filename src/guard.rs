@@ -12,9 +12,10 @@ use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::loss::{Loss, LossSignal};
 use crate::manager::ManagerInner;
+use crate::orphans::release_unowned;
 use crate::request::InlineWatchdog;
 use crate::settle::Settle;
-use crate::wait::Claim;
+use crate::wait::{Claim, Offer};
 use crate::watchdog::{keep_alive, Keeper, RenewGate};
 
 /// Pauses before re-sending a failed release (about 1.5 s in all).
@@ -64,11 +65,20 @@ impl Hold {
             if remaining <= 1 {
                 this.stop_watchdog().await;
             }
-            let args = ReleaseArgs {
+            // The last hold goes straight to the next local waiter, if there is one free
+            // to take it.
+            let offer = (remaining <= 1 && this.manager.hands_over)
+                .then(|| {
+                    let limit = this.manager.settings.hand_over_limit;
+                    this.manager.queues.offer_next(&this.key, limit)
+                })
+                .flatten();
+            let mut args = ReleaseArgs {
                 key: this.key.clone(),
                 owner: this.owner.clone(),
                 lease: this.lease,
                 expected: remaining,
+                successor: offer.as_ref().map(Offer::successor),
             };
             let unlock_expected = remaining <= 1 && this.manager.queues.expect_unlock(&this.key);
             // A release is safe to re-send (it carries the count it expects): ride out a
@@ -76,6 +86,21 @@ impl Hold {
             // lease.
             let mut sent = Instant::now();
             let mut result = this.manager.backend.release(args.clone()).await;
+            if let Some(offer) = offer {
+                // The waiter learns the outcome now; re-sends below only free the lock.
+                let successor = args.successor.take();
+                if matches!(result, Ok(Released::HandedOver)) && !offer.handed(sent) {
+                    if let (Some(successor), Some(runtime)) = (successor, this.manager.runtime()) {
+                        // The waiter left meanwhile: release the lock in its name.
+                        runtime.spawn(release_unowned(
+                            this.manager.clone(),
+                            this.key.clone(),
+                            successor.owner,
+                            successor.lease,
+                        ));
+                    }
+                }
+            }
             let mut resent = false;
             for delay in RELEASE_RETRIES {
                 if result.is_ok() {
@@ -112,6 +137,7 @@ impl Hold {
             owner: self.owner.clone(),
             lease: self.lease,
             expected: *count,
+            successor: None,
         };
         // An error falls back to `release`, which re-sends it.
         let released = self.manager.backend.release_now(&args)?.ok()?;
@@ -141,7 +167,7 @@ impl Hold {
             }
         }
         match result {
-            Ok(Released::Unlocked) => {}
+            Ok(Released::Unlocked | Released::HandedOver) => {}
             Ok(Released::StillHeld) => {
                 let sent = sent.unwrap_or_else(Instant::now);
                 self.loss.extend(sent + self.lease);

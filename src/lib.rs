@@ -48,6 +48,7 @@ mod key_source;
 pub mod layer;
 mod loss;
 mod manager;
+mod orphans;
 mod rejection;
 mod renewals;
 mod request;
@@ -63,7 +64,10 @@ pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use key_source::KeySource;
 pub use layer::LockLayer;
 pub use loss::LossSignal;
-pub use manager::{LockManager, LockManagerBuilder, ManagerStats, DEFAULT_LEASE, DEFAULT_WAIT};
+pub use manager::{
+    LockManager, LockManagerBuilder, ManagerStats, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
+    DEFAULT_WAIT,
+};
 pub use rejection::LockRejection;
 pub use request::LockRequest;
 pub use wait::WaitQueues;

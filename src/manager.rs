@@ -17,6 +17,10 @@ use crate::wait::WaitQueues;
 /// `lockWatchdogTimeout`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
+/// Default number of hand-overs in a row to waiters of the same process (see
+/// [`LockManagerBuilder::hand_over_limit`]).
+pub const DEFAULT_HAND_OVER_LIMIT: u32 = 8;
+
 /// Default time an acquisition waits for a busy lock.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 
@@ -55,6 +59,9 @@ pub(crate) struct ManagerInner {
     pub(crate) renewals: Arc<Renewals>,
     /// The backend's [`Backend::answers_at_once`], asked once.
     pub(crate) answers_at_once: bool,
+    /// Whether last releases hand the lock to a local waiter: the backend
+    /// [`hands_over`](Backend::hands_over) and the limit is not 0.
+    pub(crate) hands_over: bool,
     /// The runtime the manager was built or first used in: background work (a dropped
     /// guard's release, the renewal task) goes there when it starts outside a runtime.
     /// Holds do not keep a handle each: cloning one changes a count shared by every
@@ -98,6 +105,7 @@ pub(crate) struct Settings {
     pub(crate) lease: Duration,
     pub(crate) wait: Duration,
     pub(crate) max_name_len: usize,
+    pub(crate) hand_over_limit: u32,
 }
 
 impl Default for Settings {
@@ -107,6 +115,7 @@ impl Default for Settings {
             lease: DEFAULT_LEASE,
             wait: DEFAULT_WAIT,
             max_name_len: DEFAULT_MAX_NAME_LEN,
+            hand_over_limit: DEFAULT_HAND_OVER_LIMIT,
         }
     }
 }
@@ -253,6 +262,22 @@ impl LockManagerBuilder {
         self
     }
 
+    /// How many times in a row a last release may hand the lock straight to the next waiter
+    /// of this process (default [`DEFAULT_HAND_OVER_LIMIT`], 8); then one release frees it,
+    /// so that waiters of other processes get their chance. `0`: every release frees it.
+    ///
+    /// On Redis a hand-over rewrites the lock's owner in the release's own script, so the
+    /// next holder needs no acquisition of its own: one round trip per hand-over instead
+    /// of two (release, then acquire), and nothing published. The lock is never free in
+    /// between, so other processes (Redisson's included) see it held throughout, and their
+    /// waiters get a chance when a release frees it. Within a process, waiters are served
+    /// in order either way. Not used with [`RedisBackend::replica_ack`], nor by the memory
+    /// backend, whose releases wake the next waiter at once.
+    pub fn hand_over_limit(mut self, limit: u32) -> Self {
+        self.settings.hand_over_limit = limit;
+        self
+    }
+
     /// The longest accepted lock name in bytes, prefix excluded (default 1 KiB).
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.settings.max_name_len = max;
@@ -283,6 +308,7 @@ impl LockManagerBuilder {
         let queues = WaitQueues::new(!backend.needs_subscription());
         backend.attach(queues.clone());
         let answers_at_once = backend.answers_at_once();
+        let hands_over = backend.hands_over() && self.settings.hand_over_limit > 0;
         LockManager {
             inner: Arc::new(ManagerInner {
                 backend: Arc::new(backend),
@@ -291,6 +317,7 @@ impl LockManagerBuilder {
                 settings: self.settings,
                 renewals: Arc::default(),
                 answers_at_once,
+                hands_over,
                 runtime: Handle::try_current()
                     .map(OnceLock::from)
                     .unwrap_or_default(),

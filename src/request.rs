@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
+use crate::backend::{AcquireArgs, Attempt, BoxFuture};
 use crate::count::Count;
 use crate::error::{BackendError, LockError};
 use crate::guard::{Hold, LockGuard};
 use crate::key::{LockKey, OwnerId};
 use crate::loss::Loss;
 use crate::manager::{LockManager, ManagerInner};
+use crate::orphans::{release_unowned, Queued};
 use crate::settle::Settle;
 use crate::wait::{Claim, Local, Turn};
 use crate::watchdog::{Keeper, RenewGate};
@@ -249,23 +250,7 @@ fn attempt(
         if let Ok(Attempt::Busy(_)) = result {
             return None;
         }
-        Some(Box::pin(async move {
-            let undo = ReleaseArgs {
-                key: undo_key.clone(),
-                owner: undo_owner,
-                lease,
-                expected: 1,
-            };
-            let unlock_expected = undo_inner.queues.expect_unlock(&undo_key);
-            let result = undo_inner.backend.release(undo).await;
-            let unlocked = matches!(result, Ok(crate::Released::Unlocked));
-            if unlock_expected {
-                undo_inner.queues.unlock_settled(&undo_key, unlocked);
-            }
-            if unlocked {
-                undo_inner.queues.released_locally(&undo_key);
-            }
-        }) as BoxFuture<()>)
+        Some(release_unowned(undo_inner, undo_key, undo_owner, lease))
     })
 }
 
@@ -331,38 +316,49 @@ async fn wait_for(
         return Err(timed_out(None));
     }
 
-    let ticket = inner.queues.join(key, holder_lease);
+    let mut ticket = Queued {
+        ticket: Some(inner.queues.join(key, holder_lease, owner, lease)),
+        inner,
+        key,
+        owner,
+        lease,
+    };
     let mut last_error: Option<BackendError> = None;
     let mut error_retry = ERROR_RETRY;
     loop {
-        match ticket.turn() {
+        match ticket.get().turn() {
             Turn::Try => {
                 let sent = Instant::now();
                 match tokio::time::timeout_at(deadline, attempt(inner, key, owner, lease)).await {
                     Err(_) => break,
                     Ok(Ok(Attempt::Acquired)) => {
                         let claim = inner.queues.claim(key);
-                        ticket.acquired(lease);
+                        ticket.acquired();
                         return Ok((sent, started.elapsed(), claim));
                     }
                     Ok(Ok(Attempt::Busy(pttl))) => {
                         last_error = None;
                         holder_until = pttl.map(|pttl| sent + pttl);
-                        ticket.busy(pttl);
+                        ticket.get().busy(pttl);
                     }
-                    Ok(Ok(Attempt::Lost)) => ticket.busy(None),
+                    Ok(Ok(Attempt::Lost)) => ticket.get().busy(None),
                     Ok(Err(error)) => {
                         // Ride out a short outage while the deadline allows.
                         last_error = Some(error);
-                        ticket.busy(Some(error_retry));
+                        ticket.get().busy(Some(error_retry));
                         error_retry = (error_retry * 2).min(Duration::from_secs(1));
                     }
                 }
             }
+            Turn::Handed(sent) => {
+                let claim = inner.queues.claim(key);
+                ticket.acquired();
+                return Ok((sent, started.elapsed(), claim));
+            }
             Turn::Wait(until) => {
                 let wake_at = until.map_or(deadline, |until| until.min(deadline));
                 tokio::select! {
-                    _ = ticket.signalled() => {}
+                    _ = ticket.get().signalled() => {}
                     _ = tokio::time::sleep_until(wake_at) => {}
                 }
             }

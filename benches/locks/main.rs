@@ -111,6 +111,14 @@ pub async fn contender(kind: &str, url: &str) -> Contender {
         "tower" => {
             Contender::TowerLock(tower_lock::LockManager::redis(url).await.expect("connect"))
         }
+        // Every release frees the lock (no hand-over to the next local waiter).
+        "tower-free" => Contender::TowerLock(
+            tower_lock::LockManager::builder()
+                .hand_over_limit(0)
+                .redis(url)
+                .await
+                .expect("connect"),
+        ),
         "memory" => Contender::TowerLock(tower_lock::LockManager::memory()),
         poll => {
             let every: u64 = poll.trim_start_matches("poll").parse().expect("pollN");

@@ -56,6 +56,13 @@ pub struct HoldStats {
     pub gaps: Vec<Duration>,
     pub gap_p50: Duration,
     pub gap_p99: Duration,
+    /// Mean hold (acquire returned → release called).
+    pub hold_mean: Duration,
+    /// Release latency, p50 (release called → returned).
+    pub release_p50: Duration,
+    /// Time the lock was idle between consecutive holds, p50 (release called → next
+    /// acquire returned): what efficiency loses per hand-over.
+    pub idle_p50: Duration,
     pub gap_max: Duration,
     pub max_wait: Duration,
     pub violations: usize,
@@ -82,6 +89,14 @@ pub fn hold_stats(spans: &mut [Span], workers: usize) -> HoldStats {
     stats.makespan = ns(end - start);
     let held: u128 = spans.iter().map(|s| s.releasing - s.acquired).sum();
     stats.efficiency = held as f64 / (end - start).max(1) as f64;
+    stats.hold_mean = ns(held / spans.len() as u128);
+    let mut releases: Vec<Duration> = spans.iter().map(|s| ns(s.released - s.releasing)).collect();
+    stats.release_p50 = percentile(&mut releases, 50.0);
+    let mut idle: Vec<Duration> = spans
+        .windows(2)
+        .map(|pair| ns(pair[1].acquired.saturating_sub(pair[0].releasing)))
+        .collect();
+    stats.idle_p50 = percentile(&mut idle, 50.0);
     for pair in spans.windows(2) {
         let (prev, next) = (pair[0], pair[1]);
         if next.acquired < prev.releasing {

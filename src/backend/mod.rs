@@ -62,6 +62,19 @@ pub struct ReleaseArgs {
     /// count at `expected - 1` and reports `StillHeld` without counting again (a re-sent
     /// last release finds the lock gone: `NotHeld`).
     pub expected: u32,
+    /// For the owner's last hold (`expected == 1`) on a backend that
+    /// [`hands_over`](Backend::hands_over): give the lock straight to this waiter of the
+    /// same process instead of freeing it.
+    pub successor: Option<Successor>,
+}
+
+/// The waiter a last release hands the lock to (see [`ReleaseArgs::successor`]).
+#[derive(Debug, Clone)]
+pub struct Successor {
+    /// The waiter's owner id.
+    pub owner: OwnerId,
+    /// The lease the waiter takes.
+    pub lease: Duration,
 }
 
 /// Storage and notifications for locks.
@@ -75,6 +88,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Drops one hold. At zero the lock is deleted and an unlock notification goes to every
     /// process waiting on it.
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>>;
+
+    /// Whether a last release can hand the lock straight to a waiter of this process
+    /// ([`ReleaseArgs::successor`], answered with [`Released::HandedOver`]) in the same
+    /// step, so that the next holder needs no acquisition of its own (one round trip per
+    /// hand-over instead of two). A backend that says so must apply a hand-over at most
+    /// once and report [`Released::HandedOver`] again for a re-sent one that already took
+    /// effect. Default: `false` (a successor is ignored; the release frees the lock).
+    fn hands_over(&self) -> bool {
+        false
+    }
 
     /// Whether [`acquire_now`](Self::acquire_now) and [`release_now`](Self::release_now)
     /// answer: a backend that needs no waiting (an in-process one) lets the manager skip the

@@ -12,12 +12,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::key::{KeyMap, KeySet, LockKey};
+use crate::key::{KeyMap, KeySet, LockKey, OwnerId};
 
 mod claim;
+mod offer;
 mod ticket;
 
 pub(crate) use claim::Claim;
+pub(crate) use offer::Offer;
+use offer::OfferState;
 pub(crate) use ticket::{Ticket, Turn};
 
 /// The wait queues of one manager. Backends receive a clone in
@@ -73,6 +76,9 @@ struct Queue {
     busy_until: Option<Instant>,
     /// Unlock notifications of our own releases still to come back from the backend.
     own_unlocks: u32,
+    /// Releases in a row that handed the lock straight to the head (see
+    /// [`WaitQueues::offer_next`]).
+    handed_in_a_row: u32,
 }
 
 pub(crate) struct Waiter {
@@ -80,6 +86,17 @@ pub(crate) struct Waiter {
     wake: Notify,
     /// Set when this waiter, as head, should try again now.
     retry: AtomicBool,
+    /// Who the waiter acquires as, and its lease: a release may hand it the lock.
+    owner: OwnerId,
+    lease: std::time::Duration,
+    /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
+    offer: Mutex<OfferState>,
+}
+
+impl Waiter {
+    fn offer(&self) -> MutexGuard<'_, OfferState> {
+        self.offer.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Waiter {
@@ -325,6 +342,39 @@ impl WaitQueues {
         }
     }
 
+    /// A last release of `key` is about to be sent: offers the lock to the head of its
+    /// queue, so that the release hands it over in the same step
+    /// ([`ReleaseArgs::successor`](crate::backend::ReleaseArgs)). `None`: no head that is
+    /// free to take it (none, or one whose own attempt is on its way), or `limit`
+    /// hand-overs in a row were made: this release frees the lock, so that waiters of
+    /// other processes get their chance.
+    pub(crate) fn offer_next(&self, key: &LockKey, limit: u32) -> Option<Offer> {
+        if limit == 0 {
+            return None;
+        }
+        let mut state = self.lock(key);
+        let queue = state.queues.get_mut(key)?;
+        let head = queue
+            .waiters
+            .front()
+            .filter(|_| queue.handed_in_a_row < limit);
+        let offered = head.is_some_and(|head| {
+            let mut offer = head.offer();
+            let idle = matches!(*offer, OfferState::Idle);
+            if idle {
+                *offer = OfferState::Offered;
+            }
+            idle
+        });
+        if !offered {
+            queue.handed_in_a_row = 0;
+            return None;
+        }
+        queue.handed_in_a_row += 1;
+        let waiter = queue.waiters.front()?.clone();
+        Some(Offer::new(waiter))
+    }
+
     /// Number of local waiters queued for `key`.
     pub(crate) fn queued(&self, key: &LockKey) -> usize {
         self.lock(key)
@@ -351,13 +401,22 @@ impl WaitQueues {
         self.each_shard().map(|state| state.queues.len()).sum()
     }
 
-    /// Enqueues a waiter at the back of `key`'s queue. `busy_for` is the holder's remaining
-    /// lease, if the caller just saw it.
-    pub(crate) fn join(&self, key: &LockKey, busy_for: Option<std::time::Duration>) -> Ticket {
+    /// Enqueues a waiter at the back of `key`'s queue, acquiring as `owner` with `lease`.
+    /// `busy_for` is the holder's remaining lease, if the caller just saw it.
+    pub(crate) fn join(
+        &self,
+        key: &LockKey,
+        busy_for: Option<std::time::Duration>,
+        owner: &OwnerId,
+        lease: std::time::Duration,
+    ) -> Ticket {
         let waiter = Arc::new(Waiter {
             id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
             wake: Notify::new(),
             retry: AtomicBool::new(false),
+            owner: owner.clone(),
+            lease,
+            offer: Mutex::new(OfferState::Idle),
         });
         let mut state = self.lock(key);
         let created = !state.queues.contains_key(key);
@@ -367,6 +426,7 @@ impl WaitQueues {
             ready: ready_at_once,
             busy_until: None,
             own_unlocks: 0,
+            handed_in_a_row: 0,
         });
         if let Some(busy_for) = busy_for {
             queue.busy_until = Some(Instant::now() + busy_for);
@@ -390,6 +450,7 @@ impl WaitQueues {
             key: key.clone(),
             waiter,
             acquired_for: None,
+            left: false,
         }
     }
 }
@@ -406,61 +467,4 @@ pub(crate) enum Local {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    /// Our release's unlock notification can come back before the release's own reply; the
-    /// next process's notification must still wake the head (it used to be taken for our
-    /// echo, leaving the head asleep until the holder's lease ended).
-    #[tokio::test]
-    async fn an_early_echo_does_not_swallow_the_next_unlock() {
-        let queues = WaitQueues::new(false);
-        let key = LockKey::new("", "order", 64).unwrap();
-        let lease = Some(Duration::from_secs(30));
-        let holder = queues.claim(&key);
-        let ticket = queues.join(&key, lease);
-        queues.subscribed(std::slice::from_ref(&key));
-        assert!(
-            matches!(ticket.turn(), Turn::Try),
-            "first try once subscribed"
-        );
-        ticket.busy(lease);
-
-        // Our release: counted before it is sent; its echo arrives before its reply.
-        assert!(queues.expect_unlock(&key));
-        queues.unlocked(&key);
-        assert!(
-            matches!(ticket.turn(), Turn::Wait(_)),
-            "our own echo wakes nobody"
-        );
-        queues.unlock_settled(&key, true);
-        holder.end(true);
-        assert!(
-            matches!(ticket.turn(), Turn::Try),
-            "our reply wakes the head"
-        );
-
-        // Another process took the lock first, then released it.
-        ticket.busy(lease);
-        queues.unlocked(&key);
-        assert!(
-            matches!(ticket.turn(), Turn::Try),
-            "the other process's unlock wakes the head"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_release_that_did_not_unlock_takes_its_count_back() {
-        let queues = WaitQueues::new(false);
-        let key = LockKey::new("", "order", 64).unwrap();
-        let ticket = queues.join(&key, None);
-        queues.subscribed(std::slice::from_ref(&key));
-        assert!(matches!(ticket.turn(), Turn::Try));
-        assert!(queues.expect_unlock(&key));
-        queues.unlock_settled(&key, false);
-        queues.unlocked(&key);
-        assert!(matches!(ticket.turn(), Turn::Try), "no echo was owed");
-    }
-}
+mod tests;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{WaitQueues, Waiter};
+use super::{OfferState, WaitQueues, Waiter};
 use crate::key::LockKey;
 
 /// What a waiter should do next.
@@ -14,6 +14,9 @@ pub(crate) enum Turn {
     Try,
     /// Wait for a signal, or until `Some(instant)` at the latest (then try).
     Wait(Option<Instant>),
+    /// A release handed this waiter the lock; it was sent at this instant (the lease runs
+    /// from about then).
+    Handed(Instant),
 }
 
 /// A place in a wait queue. Dropping it leaves the queue.
@@ -23,6 +26,8 @@ pub(crate) struct Ticket {
     pub(super) waiter: Arc<Waiter>,
     /// Set when the waiter acquired: the lease it took, for the next head's timer.
     pub(super) acquired_for: Option<std::time::Duration>,
+    /// It left the queue already (see [`leave`](Self::leave)).
+    pub(super) left: bool,
 }
 
 impl Ticket {
@@ -32,6 +37,13 @@ impl Ticket {
         let Some(queue) = state.queues.get(&self.key) else {
             return Turn::Wait(None);
         };
+        let mut offer = self.waiter.offer();
+        match *offer {
+            OfferState::Handed(sent) => return Turn::Handed(sent),
+            // The release that offered it the lock will say how it went.
+            OfferState::Offered => return Turn::Wait(None),
+            _ => {}
+        }
         let is_head = queue
             .waiters
             .front()
@@ -39,13 +51,15 @@ impl Ticket {
         if !is_head {
             return Turn::Wait(None);
         }
-        if queue.ready && self.waiter.retry.swap(false, Ordering::AcqRel) {
-            return Turn::Try;
-        }
+        let now = queue.ready && self.waiter.retry.swap(false, Ordering::AcqRel);
         match queue.busy_until {
-            Some(until) if until <= Instant::now() => Turn::Try,
-            until => Turn::Wait(until),
+            _ if now => {}
+            Some(until) if until <= Instant::now() => {}
+            until => return Turn::Wait(until),
         }
+        // No release offers it the lock while its own attempt is on its way.
+        *offer = OfferState::Trying;
+        Turn::Try
     }
 
     /// Waits for a signal (unlock, promotion, subscription).
@@ -59,20 +73,28 @@ impl Ticket {
         if let Some(queue) = state.queues.get_mut(&self.key) {
             queue.busy_until = busy_for.map(|d| Instant::now() + d);
         }
+        *self.waiter.offer() = OfferState::Idle;
     }
 
-    /// The waiter acquired the lock with `lease`; leaving the queue will not make the next
-    /// head retry before that lease ends or an unlock is seen.
+    /// The waiter acquired the lock with `lease` (by its own attempt or handed over);
+    /// leaving the queue will not make the next head retry before that lease ends or an
+    /// unlock is seen.
     pub(crate) fn acquired(mut self, lease: std::time::Duration) {
         self.acquired_for = Some(lease);
     }
-}
 
-impl Drop for Ticket {
-    fn drop(&mut self) {
+    /// Leaves the queue. `true`: a release handed this waiter the lock and it did not take
+    /// it ([`acquired`](Self::acquired) was not called): the caller must release it for
+    /// the waiter. Dropping the ticket leaves too, and ignores that case.
+    pub(crate) fn leave(&mut self) -> bool {
+        if std::mem::replace(&mut self.left, true) {
+            return false;
+        }
         let mut state = self.queues.lock(&self.key);
+        let before = std::mem::replace(&mut *self.waiter.offer(), OfferState::Gone);
+        let orphaned = matches!(before, OfferState::Handed(_)) && self.acquired_for.is_none();
         let Some(queue) = state.queues.get_mut(&self.key) else {
-            return;
+            return orphaned;
         };
         let was_head = queue
             .waiters
@@ -93,7 +115,7 @@ impl Drop for Ticket {
             if !self.queues.inner.ready_at_once {
                 self.queues.inner.changed.notify_one();
             }
-            return;
+            return orphaned;
         }
         if was_head {
             match self.acquired_for {
@@ -113,5 +135,12 @@ impl Drop for Ticket {
                 }
             }
         }
+        orphaned
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.leave();
     }
 }

@@ -124,6 +124,15 @@ pub(super) async fn s2(
                             r <= 3.0,
                         );
                         chart.push(("tower-lock".to_owned(), stats.gaps.clone()));
+                        // The same run without hand-overs: what they are worth here.
+                        let (free, _, _) =
+                            measured(url, admin, "tower-free", workers, processes, None).await;
+                        report.add(
+                            &scenario,
+                            "tower efficiency without hand-over (limit 0) / idle between holds p50",
+                            format!("{:.2} / {}", free.efficiency, us(free.idle_p50)),
+                            free.efficiency,
+                        );
                     } else {
                         report.add(
                             &scenario,
@@ -143,6 +152,17 @@ pub(super) async fn s2(
                         "tower hand-over p99 / max",
                         format!("{} / {}", us(stats.gap_p99), us(stats.gap_max)),
                         stats.gap_p99.as_secs_f64(),
+                    );
+                    report.add(
+                        &scenario,
+                        "tower mean hold / release p50 / idle between holds p50",
+                        format!(
+                            "{} / {} / {}",
+                            us(stats.hold_mean),
+                            us(stats.release_p50),
+                            us(stats.idle_p50)
+                        ),
+                        stats.idle_p50.as_secs_f64(),
                     );
                     report.add(
                         &scenario,

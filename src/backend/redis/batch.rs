@@ -42,12 +42,16 @@ pub(super) struct Operation {
     pub(super) owner: OwnerId,
     pub(super) lease: Duration,
     pub(super) expected: u32,
+    /// A hand-over's successor (see `scripts::batch`).
+    pub(super) successor: Option<OwnerId>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Acquire,
     Release,
+    /// The owner's last hold goes straight to [`Operation::successor`].
+    HandOver,
     Renew,
 }
 
@@ -57,6 +61,7 @@ impl Operation {
     fn op_text(&self) -> Value {
         match (self.kind, self.expected) {
             (Kind::Renew, _) => Value::from_static_str("r"),
+            (Kind::HandOver, _) => Value::from_static_str("h"),
             (Kind::Acquire, 0) => Value::from_static_str("0"),
             (Kind::Acquire, 1) => Value::from_static_str("1"),
             (Kind::Acquire, 2) => Value::from_static_str("2"),
@@ -295,7 +300,13 @@ fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
         operations
             .iter()
             .map(|operation| {
-                2 * operation.key.as_str().len() + operation.owner.as_bytes().len() + 64
+                2 * operation.key.as_str().len()
+                    + operation.owner.as_bytes().len()
+                    + operation
+                        .successor
+                        .as_ref()
+                        .map_or(0, |s| s.as_bytes().len())
+                    + 64
             })
             .sum(),
     );
@@ -307,7 +318,7 @@ fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
         text.split().freeze()
     };
     let mut keys = Vec::with_capacity(operations.len() * 2);
-    let mut values = Vec::with_capacity(operations.len() * 3);
+    let mut values = Vec::with_capacity(operations.len() * 4);
     for operation in operations {
         let key = operation.key.as_str().as_bytes();
         keys.push(Key::from(piece(&[key])));
@@ -324,6 +335,9 @@ fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
         values.push(Value::Bytes(piece(&[decimal(lease, &mut [0; 20])])));
         values.push(Value::Bytes(piece(&[operation.owner.as_bytes()])));
         values.push(operation.op_text());
+        if let Some(successor) = &operation.successor {
+            values.push(Value::Bytes(piece(&[successor.as_bytes()])));
+        }
     }
     (keys, values)
 }

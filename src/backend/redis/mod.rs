@@ -277,6 +277,7 @@ impl Backend for RedisBackend {
             owner: args.owner,
             lease: args.lease,
             expected: args.expected,
+            successor: None,
         });
         Box::pin(async move {
             Ok(match reply.await? {
@@ -295,20 +296,34 @@ impl Backend for RedisBackend {
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+        // Only an owner's last hold is handed over (the script checks it too).
+        let (kind, lease, successor) = match args.successor {
+            Some(successor) if args.expected <= 1 => {
+                (Kind::HandOver, successor.lease, Some(successor.owner))
+            }
+            _ => (Kind::Release, args.lease, None),
+        };
         let reply = self.submit(Operation {
-            kind: Kind::Release,
+            kind,
             key: args.key,
             owner: args.owner,
-            lease: args.lease,
+            lease,
             expected: args.expected,
+            successor,
         });
         Box::pin(async move {
             Ok(match reply.await? {
                 scripts::NOT_HELD => Released::NotHeld,
                 0 => Released::StillHeld,
+                scripts::HANDED_OVER => Released::HandedOver,
                 _ => Released::Unlocked,
             })
         })
+    }
+
+    fn hands_over(&self) -> bool {
+        // A successor's acquisition would skip the replica acknowledgement.
+        self.inner.replica_ack.is_none()
     }
 
     fn acquire_time_limit(&self) -> Option<Duration> {
@@ -332,6 +347,7 @@ impl Backend for RedisBackend {
             owner,
             lease,
             expected: 0,
+            successor: None,
         });
         Box::pin(async move { Ok(reply.await? == 1) })
     }

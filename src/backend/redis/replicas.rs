@@ -89,6 +89,7 @@ impl RedisBackend {
                         owner,
                         lease,
                         expected: 1,
+                        successor: None,
                     })
                     .await;
                 tracing::warn!(?released, "tower-lock: {message}; released it");

@@ -25,18 +25,28 @@ pub(crate) const BUSY_FOREVER: i64 = -2;
 pub(crate) const LOST: i64 = -3;
 /// Release: the owner does not hold the lock.
 pub(crate) const NOT_HELD: i64 = -1;
+/// Hand-over: the owner's last hold went straight to the successor.
+pub(crate) const HANDED_OVER: i64 = 2;
 
 /// Runs a batch of lock operations in one call (group commit: under load, many requests'
 /// operations share one round trip and one script run).
 ///
 /// KEYS, per operation: the lock, and for a release also its channel. ARGV, per operation:
 /// lease ms, owner, and what to do: `N` acquire, the owner having `N` holds already; `-N`
-/// release, the owner having `N` holds before it; `r` renew.
+/// release, the owner having `N` holds before it; `r` renew; `h` hand-over, followed by a
+/// fourth argument, the successor (the lease is the successor's).
 ///
 /// Returns one value per operation (a bare value for a single operation, else an array):
 /// - acquire: [`ACQUIRED`], the holder's PTTL when busy, [`BUSY_FOREVER`], or [`LOST`];
 /// - release: [`NOT_HELD`], 0 when a reentrant hold remains, 1 when the lock was deleted
 ///   and Redisson's UNLOCK message (`0`) published with `publish` (PUBLISH or SPUBLISH);
+/// - hand-over (the owner's last hold): [`HANDED_OVER`] when the lock now belongs to the
+///   successor with one hold and the successor's lease, in the same step (the lock is
+///   never free, so nobody else can take it and nothing is published: to every other
+///   client, Redisson's included, the lock simply stays held); [`NOT_HELD`]; or 0 when
+///   the owner turned out to have more than one hold (one was dropped, as by a release).
+///   A re-sent hand-over that already took effect finds the successor holding the lock
+///   and reports [`HANDED_OVER`] again;
 /// - renew: 1 when renewed, 0 when the owner no longer holds the lock;
 /// - or an error message (a string) when Redis rejected that operation (the key holds
 ///   other data); the other operations of the batch are not affected.
@@ -48,14 +58,16 @@ pub(crate) fn batch(publish: &str) -> String {
     // operation only.
     format!(
         r#"
-local single = #ARGV == 3
+local n = #ARGV
+local single = n == 3 or (n == 4 and ARGV[3] == 'h')
 local results = single or {{}}
-local k = 1
-for i = 1, #ARGV, 3 do
+local k, i, j = 1, 1, 1
+while i <= n do
   local lease, owner, op = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local key = KEYS[k]
   local result
   k = k + 1
+  i = i + 3
   if op == '0' then
     if redis.call('exists', key) == 0 then
       redis.call('hset', key, owner, '1')
@@ -73,6 +85,24 @@ for i = 1, #ARGV, 3 do
   elseif op == 'r' then
     result = redis.pcall('hexists', key, owner)
     if result == 1 then redis.call('pexpire', key, lease) end
+  elseif op == 'h' then
+    local successor = ARGV[i]
+    i = i + 1
+    local count = redis.pcall('hget', key, owner)
+    if type(count) == 'table' then
+      result = count
+    elseif not count then
+      result = redis.call('hexists', key, successor) == 1 and {HANDED_OVER} or {NOT_HELD}
+    elseif count == '1' then
+      redis.call('del', key)
+      redis.call('hset', key, successor, '1')
+      redis.call('pexpire', key, lease)
+      result = {HANDED_OVER}
+    else
+      redis.call('hincrby', key, owner, '-1')
+      redis.call('pexpire', key, lease)
+      result = 0
+    end
   else
     local expected = tonumber(op)
     local channel
@@ -113,7 +143,8 @@ for i = 1, #ARGV, 3 do
   end
   if type(result) == 'table' then result = tostring(result.err) end
   if single then return result end
-  results[(i + 2) / 3] = result
+  results[j] = result
+  j = j + 1
 end
 return results
 "#

@@ -1,0 +1,85 @@
+//! A last release offering the lock straight to the head of the local queue.
+//!
+//! On a backend that [hands over], a release that finds a waiter of this process at the
+//! head of the name's queue gives it the lock in the same step: the waiter does not send
+//! an acquisition of its own after the release (one round trip per hand-over instead of
+//! two). The waiter does not try while the offer stands; the release tells it the outcome.
+//!
+//! [hands over]: crate::backend::Backend::hands_over
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::Waiter;
+use crate::backend::Successor;
+
+/// Where a hand-over to a waiter stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OfferState {
+    /// Waiting; a release may offer it the lock.
+    Idle,
+    /// Its own attempt is on its way: no offer now.
+    Trying,
+    /// A release is on its way that may hand it the lock.
+    Offered,
+    /// The lock is its own since the release sent at this instant.
+    Handed(Instant),
+    /// It left the queue (gave up, or was dropped).
+    Gone,
+}
+
+/// An offer of the lock to a waiter, made by a last release before it is sent. Settle it
+/// with [`handed`](Self::handed); dropping it otherwise tells the waiter to try itself.
+pub(crate) struct Offer {
+    waiter: Arc<Waiter>,
+    settled: bool,
+}
+
+impl Offer {
+    pub(super) fn new(waiter: Arc<Waiter>) -> Self {
+        Offer {
+            waiter,
+            settled: false,
+        }
+    }
+
+    /// Who the release hands the lock to.
+    pub(crate) fn successor(&self) -> Successor {
+        Successor {
+            owner: self.waiter.owner.clone(),
+            lease: self.waiter.lease,
+        }
+    }
+
+    /// The release, sent at `sent`, handed the lock over. `false`: the waiter left
+    /// meanwhile, so the lock is held in its name and must be released for it.
+    pub(crate) fn handed(mut self, sent: Instant) -> bool {
+        self.settled = true;
+        let mut offer = self.waiter.offer();
+        if *offer != OfferState::Offered {
+            return false;
+        }
+        *offer = OfferState::Handed(sent);
+        drop(offer);
+        self.waiter.wake.notify_one();
+        true
+    }
+}
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        // Not handed over (the lock was freed, not held, or the outcome is unknown): the
+        // waiter tries itself. An attempt after a hand-over that did land finds the lock
+        // in its name and reports it acquired (an acquisition applies at most once).
+        let mut offer = self.waiter.offer();
+        if *offer == OfferState::Offered {
+            *offer = OfferState::Idle;
+            drop(offer);
+            self.waiter.signal(true);
+        }
+    }
+}
