@@ -349,7 +349,9 @@ impl WaitQueues {
     /// hand-overs in a row were made: this release frees the lock, so that waiters of
     /// other processes get their chance.
     pub(crate) fn offer_next(&self, key: &LockKey, limit: u32) -> Option<Offer> {
-        if limit == 0 {
+        // Most releases have nobody waiting near: no mutex for them. Not offering is
+        // always safe (the release then frees the lock and wakes whoever queued).
+        if limit == 0 || !self.may_be_queued(key) {
             return None;
         }
         let mut state = self.lock(key);
