@@ -15,7 +15,7 @@ use crate::manager::ManagerInner;
 use crate::orphans::release_unowned;
 use crate::request::InlineWatchdog;
 use crate::settle::Settle;
-use crate::wait::{Claim, Offer};
+use crate::wait::{Claim, Next, Offer};
 use crate::watchdog::{keep_alive, Keeper, RenewGate};
 
 /// Pauses before re-sending a failed release (about 1.5 s in all).
@@ -67,12 +67,18 @@ impl Hold {
             }
             // The last hold goes straight to the next local waiter, if there is one free
             // to take it.
-            let offer = (remaining <= 1 && this.manager.hands_over)
-                .then(|| {
+            let next = match remaining <= 1 && this.manager.hands_over {
+                true => {
                     let limit = this.manager.settings.hand_over_limit;
                     this.manager.queues.offer_next(&this.key, limit)
-                })
-                .flatten();
+                }
+                false => Next::Nobody,
+            };
+            let (offer, yielding) = match next {
+                Next::Offered(offer) => (Some(offer), false),
+                Next::Nobody => (None, false),
+                Next::Yield => (None, true),
+            };
             let mut args = ReleaseArgs {
                 key: this.key.clone(),
                 owner: this.owner.clone(),
@@ -80,7 +86,10 @@ impl Hold {
                 expected: remaining,
                 successor: offer.as_ref().map(Offer::successor),
             };
-            let unlock_expected = remaining <= 1 && this.manager.queues.expect_unlock(&this.key);
+            // Our unlock message is expected back (and ignored), unless this process
+            // yields: then it wakes our next waiter.
+            let unlock_expected =
+                remaining <= 1 && !yielding && this.manager.queues.expect_unlock(&this.key);
             // A release is safe to re-send (it carries the count it expects): ride out a
             // short failure (a failover, a reconnect) before giving the lock up to its
             // lease.
@@ -115,7 +124,7 @@ impl Hold {
                 let unlocked = matches!(result, Ok(Released::Unlocked));
                 this.manager.queues.unlock_settled(&this.key, unlocked);
             }
-            this.settled(&mut remaining, &result, Some(sent), resent);
+            this.settled(&mut remaining, &result, Some(sent), resent, yielding);
             *count = remaining;
             result
         });
@@ -142,23 +151,25 @@ impl Hold {
         // An error falls back to `release`, which re-sends it.
         let released = self.manager.backend.release_now(&args)?.ok()?;
         let result = Ok(released);
-        self.settled(&mut count, &result, None, false);
+        self.settled(&mut count, &result, None, false, false);
         Some(result)
     }
 
     /// Counts a release that has been answered: ends the claim at zero, moves or fires
     /// the loss signal, and says what went wrong. `sent`: when it was sent (`None`:
-    /// answered at once, just now).
+    /// answered at once, just now). `yielding`: the next local waiter is woken by the
+    /// unlock message, not now (see [`Next::Yield`]).
     fn settled(
         &self,
         count: &mut u32,
         result: &Result<Released, BackendError>,
         sent: Option<Instant>,
         resent: bool,
+        yielding: bool,
     ) {
         *count = count.saturating_sub(1);
         if *count == 0 {
-            let unlocked = matches!(result, Ok(Released::Unlocked));
+            let unlocked = matches!(result, Ok(Released::Unlocked)) && !yielding;
             let claim = self.claim.lock().unwrap_or_else(|e| e.into_inner()).take();
             match claim {
                 Some(claim) => claim.end(unlocked),

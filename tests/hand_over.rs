@@ -120,6 +120,48 @@ async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
     assert_eq!(second.release().await.unwrap(), Released::Unlocked);
 }
 
+/// After `hand_over_limit` hand-overs in a row, a release frees the lock and announces it;
+/// the next local waiter is woken by that announcement (as other processes' waiters are),
+/// not left to the holder's lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_limit_a_release_frees_the_lock_and_wakes_the_next_waiter() {
+    let url = support::shared_redis_url();
+    let locks = LockManager::builder()
+        .hand_over_limit(1)
+        .redis(&url)
+        .await
+        .unwrap();
+    let redisson = Redisson::new(support::client(&url).await);
+    let name = support::unique("limit");
+    let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
+    let third = {
+        let (locks, name) = (locks.clone(), name.clone());
+        tokio::spawn(async move {
+            locks
+                .lock(&name)
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    support::eventually("the third waiter queued", || async {
+        (locks.waiting(&name) == 2).then_some(())
+    })
+    .await;
+    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
+    let second = second.await.unwrap().expect("handed the lock");
+    assert_eq!(
+        second.release().await.unwrap(),
+        Released::Unlocked,
+        "the limit"
+    );
+    let third = third
+        .await
+        .unwrap()
+        .expect("woken by the unlock message, long before the lease ends");
+    assert_eq!(third.release().await.unwrap(), Released::Unlocked);
+}
+
 /// Polls `future` once (it runs up to its first wait).
 async fn poll_once<F: Future + Unpin>(future: &mut F) {
     tokio::select! {

@@ -344,37 +344,41 @@ impl WaitQueues {
 
     /// A last release of `key` is about to be sent: offers the lock to the head of its
     /// queue, so that the release hands it over in the same step
-    /// ([`ReleaseArgs::successor`](crate::backend::ReleaseArgs)). `None`: no head that is
-    /// free to take it (none, or one whose own attempt is on its way), or `limit`
-    /// hand-overs in a row were made: this release frees the lock, so that waiters of
-    /// other processes get their chance.
-    pub(crate) fn offer_next(&self, key: &LockKey, limit: u32) -> Option<Offer> {
+    /// ([`ReleaseArgs::successor`](crate::backend::ReleaseArgs)). No offer when there is no
+    /// head free to take it (none, or one whose own attempt is on its way); and after
+    /// `limit` hand-overs in a row the release frees the lock and this process yields:
+    /// see [`Next::Yield`].
+    pub(crate) fn offer_next(&self, key: &LockKey, limit: u32) -> Next {
         // Most releases have nobody waiting near: no mutex for them. Not offering is
         // always safe (the release then frees the lock and wakes whoever queued).
         if limit == 0 || !self.may_be_queued(key) {
-            return None;
+            return Next::Nobody;
         }
         let mut state = self.lock(key);
-        let queue = state.queues.get_mut(key)?;
-        let head = queue
-            .waiters
-            .front()
-            .filter(|_| queue.handed_in_a_row < limit);
-        let offered = head.is_some_and(|head| {
-            let mut offer = head.offer();
-            let idle = matches!(*offer, OfferState::Idle);
-            if idle {
-                *offer = OfferState::Offered;
-            }
-            idle
-        });
-        if !offered {
+        let Some(queue) = state.queues.get_mut(key) else {
+            return Next::Nobody;
+        };
+        let Some(head) = queue.waiters.front() else {
+            return Next::Nobody;
+        };
+        if queue.handed_in_a_row >= limit {
             queue.handed_in_a_row = 0;
-            return None;
+            // Yield only where the unlock message will come back to wake the head.
+            return if queue.ready {
+                Next::Yield
+            } else {
+                Next::Nobody
+            };
         }
+        let mut offer = head.offer();
+        if *offer != OfferState::Idle {
+            queue.handed_in_a_row = 0;
+            return Next::Nobody;
+        }
+        *offer = OfferState::Offered;
+        drop(offer);
         queue.handed_in_a_row += 1;
-        let waiter = queue.waiters.front()?.clone();
-        Some(Offer::new(waiter))
+        Next::Offered(Offer::new(head.clone()))
     }
 
     /// Number of local waiters queued for `key`.
@@ -455,6 +459,19 @@ impl WaitQueues {
             left: false,
         }
     }
+}
+
+/// Whom a last release gives the lock to (see [`WaitQueues::offer_next`]).
+pub(crate) enum Next {
+    /// The head of the local queue, in the same step.
+    Offered(Offer),
+    /// Nobody: the release frees the lock, and the next local waiter, if any, is woken as
+    /// the release returns.
+    Nobody,
+    /// Nobody, after a run of hand-overs: the release frees the lock, and the local head is
+    /// woken by the unlock message like the waiters of other processes, not ahead of them
+    /// as the release returns (it would nearly always win the race otherwise).
+    Yield,
 }
 
 /// A name's state in this process.

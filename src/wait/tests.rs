@@ -69,19 +69,27 @@ fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
 async fn offers_go_to_an_idle_head_a_limited_number_of_times_in_a_row() {
     let queues = WaitQueues::new(true);
     let key = LockKey::new("", "order", 64).unwrap();
-    assert!(queues.offer_next(&key, 8).is_none(), "no queue, no offer");
+    assert!(
+        matches!(queues.offer_next(&key, 8), Next::Nobody),
+        "no queue, no offer"
+    );
     let first = waiting(&queues, &key, "a:1");
     let _second = waiting(&queues, &key, "a:2");
 
     // The head's own attempt is on its way: no offer.
     assert!(matches!(first.turn(), Turn::Try));
-    assert!(queues.offer_next(&key, 8).is_none());
+    assert!(matches!(queues.offer_next(&key, 8), Next::Nobody));
     first.busy(None);
 
     // Idle: offered, to the head and not to the one behind it.
-    let offer = queues.offer_next(&key, 8).expect("an idle head");
+    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+        panic!("an idle head")
+    };
     assert_eq!(offer.successor().owner.as_str(), "a:1");
-    assert!(queues.offer_next(&key, 8).is_none(), "one offer at a time");
+    assert!(
+        matches!(queues.offer_next(&key, 8), Next::Nobody),
+        "one offer at a time"
+    );
     assert!(
         matches!(first.turn(), Turn::Wait(None)),
         "waits for the outcome"
@@ -95,13 +103,24 @@ async fn offers_go_to_an_idle_head_a_limited_number_of_times_in_a_row() {
 
     // The limit: after two in a row, one release frees the lock; then it starts over.
     for _ in 0..2 {
-        let offer = queues.offer_next(&key, 2).expect("within the limit");
+        let Next::Offered(offer) = queues.offer_next(&key, 2) else {
+            panic!("within the limit")
+        };
         drop(offer);
         first.busy(None);
     }
-    assert!(queues.offer_next(&key, 2).is_none(), "limit reached");
-    assert!(queues.offer_next(&key, 2).is_some(), "a new run");
-    assert!(queues.offer_next(&key, 0).is_none(), "0: never");
+    assert!(
+        matches!(queues.offer_next(&key, 2), Next::Yield),
+        "limit reached: this release frees the lock, the head waits for its unlock message"
+    );
+    assert!(
+        matches!(queues.offer_next(&key, 2), Next::Offered(_)),
+        "a new run"
+    );
+    assert!(
+        matches!(queues.offer_next(&key, 0), Next::Nobody),
+        "0: never"
+    );
 }
 
 /// A handed-over head takes the lock without an attempt; one that left meanwhile makes
@@ -114,13 +133,17 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     let sent = Instant::now();
 
     let first = waiting(&queues, &key, "a:1");
-    let offer = queues.offer_next(&key, 8).unwrap();
+    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+        panic!("an idle head")
+    };
     assert!(offer.handed(sent));
     assert!(matches!(first.turn(), Turn::Handed(at) if at == sent));
     first.acquired(Duration::from_secs(30));
 
     let mut second = waiting(&queues, &key, "a:2");
-    let offer = queues.offer_next(&key, 8).unwrap();
+    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+        panic!("an idle head")
+    };
     assert!(
         !second.leave(),
         "left before the outcome: nothing to release yet"
@@ -128,7 +151,9 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     assert!(!offer.handed(sent), "the release learns the waiter left");
 
     let mut third = waiting(&queues, &key, "a:3");
-    let offer = queues.offer_next(&key, 8).unwrap();
+    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+        panic!("an idle head")
+    };
     assert!(offer.handed(sent));
     assert!(
         third.leave(),
