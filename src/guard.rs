@@ -67,12 +67,11 @@ impl Hold {
             }
             // The last hold goes straight to the next local waiter, if there is one free
             // to take it.
-            let next = match remaining <= 1 && this.manager.hands_over {
-                true => {
-                    let limit = this.manager.settings.hand_over_limit;
-                    this.manager.queues.offer_next(&this.key, limit)
-                }
-                false => Next::Nobody,
+            let next = if remaining <= 1 && this.manager.hands_over {
+                let limit = this.manager.settings.hand_over_limit;
+                this.manager.queues.offer_next(&this.key, limit)
+            } else {
+                Next::Nobody
             };
             let (offer, yielding) = match next {
                 Next::Offered(offer) => (Some(offer), false),

@@ -13,7 +13,8 @@
 //!
 //! Each `redis.call` costs Redis a few thousand instructions (measured with callgrind), so
 //! the common paths make as few as they can: acquiring a free lock makes three, the last
-//! release three; and one script runs a whole batch of operations, so that its fixed cost
+//! release three, a hand-over (the last release and the next holder's acquisition in one)
+//! four; and one script runs a whole batch of operations, so that its fixed cost
 //! (and a round trip) is shared under load. User input (lock names, owner ids) only ever
 //! arrives as `KEYS`/`ARGV`.
 
