@@ -15,16 +15,9 @@ use tower_lock::{LockError, LockGuard, LockManager, Released};
 
 type Waiter = JoinHandle<Result<LockGuard, LockError>>;
 
-/// Two waiters of `locks` queued behind Redisson; Redisson's unlock then lets the first
-/// take the lock by its own attempt, which leaves the second at the head, waiting without
-/// an attempt of its own (nothing else tells it to try).
-async fn first_holds_second_waits(
-    locks: &LockManager,
-    redisson: &Redisson,
-    name: &str,
-) -> (LockGuard, Waiter) {
-    assert_eq!(redisson.try_lock(name, 30_000).await, None);
-    let spawn_waiter = || {
+/// A waiter of `locks` on `name`, spawned and queued as the `position`th waiter.
+async fn queued_waiter(locks: &LockManager, name: &str, position: usize) -> Waiter {
+    let waiter = {
         let (locks, name) = (locks.clone(), name.to_owned());
         tokio::spawn(async move {
             locks
@@ -34,16 +27,33 @@ async fn first_holds_second_waits(
                 .await
         })
     };
-    let first = spawn_waiter();
-    support::eventually("the first waiter queued", || async {
-        (locks.waiting(name) == 1).then_some(())
+    support::eventually("the waiter queued", || async {
+        (locks.waiting(name) == position).then_some(())
     })
     .await;
-    let second = spawn_waiter();
-    support::eventually("the second waiter queued", || async {
-        (locks.waiting(name) == 2).then_some(())
-    })
-    .await;
+    waiter
+}
+
+/// A manager on `url` with at most `limit` hand-overs in a row.
+async fn with_limit(url: &str, limit: u32) -> LockManager {
+    LockManager::builder()
+        .hand_over_limit(limit)
+        .redis(url)
+        .await
+        .unwrap()
+}
+
+/// Two waiters of `locks` queued behind Redisson; Redisson's unlock then lets the first
+/// take the lock by its own attempt, which leaves the second at the head, waiting without
+/// an attempt of its own (nothing else tells it to try).
+async fn first_holds_second_waits(
+    locks: &LockManager,
+    redisson: &Redisson,
+    name: &str,
+) -> (LockGuard, Waiter) {
+    assert_eq!(redisson.try_lock(name, 30_000).await, None);
+    let first = queued_waiter(locks, name, 1).await;
+    let second = queued_waiter(locks, name, 2).await;
     assert_eq!(redisson.unlock(name, "req-1").await, Some(1));
     let first = first.await.unwrap().expect("the first waiter acquires");
     (first, second)
@@ -107,11 +117,7 @@ async fn a_last_release_hands_the_lock_to_the_next_local_waiter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
     let url = support::shared_redis_url();
-    let locks = LockManager::builder()
-        .hand_over_limit(0)
-        .redis(&url)
-        .await
-        .unwrap();
+    let locks = with_limit(&url, 0).await;
     let redisson = Redisson::new(support::client(&url).await);
     let name = support::unique("no-hand-over");
     let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
@@ -126,28 +132,11 @@ async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_limit_a_release_frees_the_lock_and_wakes_the_next_waiter() {
     let url = support::shared_redis_url();
-    let locks = LockManager::builder()
-        .hand_over_limit(1)
-        .redis(&url)
-        .await
-        .unwrap();
+    let locks = with_limit(&url, 1).await;
     let redisson = Redisson::new(support::client(&url).await);
     let name = support::unique("limit");
     let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
-    let third = {
-        let (locks, name) = (locks.clone(), name.clone());
-        tokio::spawn(async move {
-            locks
-                .lock(&name)
-                .wait(Duration::from_secs(20))
-                .acquire()
-                .await
-        })
-    };
-    support::eventually("the third waiter queued", || async {
-        (locks.waiting(&name) == 2).then_some(())
-    })
-    .await;
+    let third = queued_waiter(&locks, &name, 2).await;
     assert_eq!(first.release().await.unwrap(), Released::HandedOver);
     let second = second.await.unwrap().expect("handed the lock");
     assert_eq!(
