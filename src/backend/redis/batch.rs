@@ -21,6 +21,7 @@ use fred::prelude::*;
 use fred::types::Key;
 use tokio::sync::oneshot;
 
+use super::layout::Layout;
 use super::Inner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
@@ -257,7 +258,8 @@ async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
 
 /// One script call for `operations` (all in one slot).
 async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
-    let arguments = || arguments(operations);
+    let layout = Layout::of(operations);
+    let arguments = || arguments(operations, &layout);
     let reply = |value: Value, operation: &Operation| match value {
         Value::Integer(code) => Ok(code),
         other => Err(BackendError::new(format!(
@@ -271,11 +273,16 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
         Ok(value) if operations.len() == 1 && !matches!(value, Value::Array(_)) => {
             vec![reply(value, &operations[0])]
         }
-        Ok(Value::Array(values)) if values.len() == operations.len() => values
-            .into_iter()
-            .zip(operations)
-            .map(|(value, operation)| reply(value, operation))
-            .collect(),
+        Ok(Value::Array(values)) if values.len() == operations.len() => {
+            let mut replies: Vec<Option<Reply>> = (0..operations.len()).map(|_| None).collect();
+            for (value, index) in values.into_iter().zip(layout.order()) {
+                replies[index] = Some(reply(value, &operations[index]));
+            }
+            replies
+                .into_iter()
+                .map(|reply| reply.unwrap_or_else(|| Err(missing_reply())))
+                .collect()
+        }
         Ok(value) => {
             let values = value.into_array();
             let error = format!(
@@ -295,7 +302,7 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
 /// The script's keys and arguments for `operations`, written into one buffer that they all
 /// share: fred keeps a handle on every argument of a command (to re-send it), and a handle
 /// on a buffer of its own costs an allocation, so this saves several per operation.
-fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
+fn arguments(operations: &[Operation], layout: &Layout) -> (Vec<Key>, Vec<Value>) {
     let mut text = BytesMut::with_capacity(
         operations
             .iter()
@@ -318,8 +325,13 @@ fn arguments(operations: &[Operation]) -> (Vec<Key>, Vec<Value>) {
         text.split().freeze()
     };
     let mut keys = Vec::with_capacity(operations.len() * 2);
-    let mut values = Vec::with_capacity(operations.len() * 4);
-    for operation in operations {
+    let mut values = Vec::with_capacity(operations.len() * 4 + 2);
+    if layout.has_header() {
+        for count in [layout.shared_exists, layout.deferred_from] {
+            values.push(Value::Bytes(piece(&[decimal(count as u64, &mut [0; 20])])));
+        }
+    }
+    for operation in layout.order().map(|index| &operations[index]) {
         let key = operation.key.as_str().as_bytes();
         keys.push(Key::from(piece(&[key])));
         if operation.kind == Kind::Release {

@@ -16,6 +16,7 @@ use crate::wait::WaitQueues;
 
 mod batch;
 mod connect;
+mod layout;
 mod replicas;
 mod scripts;
 mod subscriptions;

@@ -15,8 +15,12 @@
 //! the common paths make as few as they can: acquiring a free lock makes three, the last
 //! release three, a hand-over (the last release and the next holder's acquisition in one)
 //! four; and one script runs a whole batch of operations, so that its fixed cost
-//! (and a round trip) is shared under load. User input (lock names, owner ids) only ever
-//! arrives as `KEYS`/`ARGV`.
+//! (and a round trip) is shared under load. In a batch, the first acquisitions of keys
+//! that no other operation of the batch touches share one multi-key `EXISTS`, and such
+//! keys' last releases one multi-key `DEL` (see `layout`): four Redis calls per lock
+//! instead of six (and two per batch) when the keys are distinct, 13 % fewer Redis
+//! instructions per HTTP request in S4b (callgrind). User input (lock names, owner ids)
+//! only ever arrives as `KEYS`/`ARGV`.
 
 /// Codes in a batch's reply (besides a PTTL, 0 and 1).
 pub(crate) const ACQUIRED: i64 = -1;
@@ -37,6 +41,18 @@ pub(crate) const HANDED_OVER: i64 = 2;
 /// release, the owner having `N` holds before it; `r` renew; `h` hand-over, followed by a
 /// fourth argument, the successor (the lease is the successor's).
 ///
+/// A call of more than one operation starts with two more arguments, which let the
+/// operations on keys that no other operation of the call touches share Redis calls
+/// (each `redis.call` costs Redis a few thousand instructions, several times what the
+/// command itself does): `A`, the number of leading operations that are first
+/// acquisitions (`0`) of such keys, for which one multi-key `EXISTS` stands in for one
+/// each when none of the keys exists; and `D`, the position of the first of the trailing
+/// operations that are last releases (`-1`) of such keys (0: none), whose `DEL`s are
+/// made together by one multi-key `DEL` at the end. Operations on different keys commute,
+/// so the caller may move them to the front or the back; Redis runs the script as one
+/// step, so nobody sees the order inside it (a message published before its key's
+/// deferred `DEL` is delivered after the script).
+///
 /// Returns one value per operation (a bare value for a single operation, else an array):
 /// - acquire: [`ACQUIRED`], the holder's PTTL when busy, [`BUSY_FOREVER`], or [`LOST`];
 /// - release: [`NOT_HELD`], 0 when a reentrant hold remains, 1 when the lock was deleted
@@ -56,13 +72,20 @@ pub(crate) fn batch(publish: &str) -> String {
     // run cost about as much as the Redis calls themselves (callgrind); so do an extra
     // argument per operation and an array reply for a single operation. The first command
     // that reads a lock's hash uses `redis.pcall`, so a key holding other data fails that
-    // operation only.
+    // operation only. The common releases compare text rather than convert it to numbers.
     format!(
         r#"
 local n = #ARGV
 local single = n == 3 or (n == 4 and ARGV[3] == 'h')
 local results = single or {{}}
 local k, i, j = 1, 1, 1
+local free, defer, deleted = 0, 0, nil
+if not single then
+  local a, d = tonumber(ARGV[1]), tonumber(ARGV[2])
+  i = 3
+  if a > 1 and redis.call('exists', unpack(KEYS, 1, a)) == 0 then free = a end
+  if d > 0 then defer, deleted = d, {{}} end
+end
 while i <= n do
   local lease, owner, op = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local key = KEYS[k]
@@ -70,7 +93,7 @@ while i <= n do
   k = k + 1
   i = i + 3
   if op == '0' then
-    if redis.call('exists', key) == 0 then
+    if j <= free or redis.call('exists', key) == 0 then
       redis.call('hset', key, owner, '1')
       redis.call('pexpire', key, lease)
       result = {ACQUIRED}
@@ -81,6 +104,37 @@ while i <= n do
       elseif result == 0 then
         result = redis.call('pttl', key)
         if result < 0 then result = {BUSY_FOREVER} end
+      end
+    end
+  elseif op == '-1' then
+    local channel = KEYS[k]
+    k = k + 1
+    local count = redis.pcall('hget', key, owner)
+    if type(count) == 'table' then
+      result = count
+    elseif not count then
+      result = {NOT_HELD}
+    elseif count == '1' then
+      if defer > 0 and j >= defer then
+        deleted[#deleted + 1] = key
+      else
+        redis.call('del', key)
+      end
+      redis.call('{publish}', channel, '{UNLOCK_MESSAGE}')
+      result = 1
+    else
+      -- As the general release below, for one hold expected.
+      count = tonumber(count)
+      if count == 0 then
+        result = 0
+      elseif count > 1 then
+        redis.call('hincrby', key, owner, '-1')
+        redis.call('pexpire', key, lease)
+        result = 0
+      else
+        redis.call('del', key)
+        redis.call('{publish}', channel, '{UNLOCK_MESSAGE}')
+        result = 1
       end
     end
   elseif op == 'r' then
@@ -147,6 +201,7 @@ while i <= n do
   results[j] = result
   j = j + 1
 end
+if deleted and #deleted > 0 then redis.call('del', unpack(deleted)) end
 return results
 "#
     )

@@ -1,0 +1,167 @@
+//! Operations that go to Redis together in one script call share some Redis calls: first
+//! acquisitions of keys that no other operation of the call touches are checked by one
+//! multi-key `EXISTS`, and last releases of such keys delete their keys with one `DEL`.
+//! These tests queue operations behind a paused server so that they form one call, then
+//! check what each operation did.
+
+mod support;
+
+use std::time::Duration;
+
+use fred::prelude::*;
+use support::redisson::Redisson;
+use support::RedisServer;
+use tower_lock::backend::RedisBackend;
+use tower_lock::{LockError, LockGuard, LockManager, Released};
+
+/// Pauses `server`, starts two tries that take both send slots, then runs `queue` (whose
+/// operations queue behind them) and waits until `queued` operations wait.
+async fn paused_with_both_slots_taken(
+    server: &RedisServer,
+    backend: &RedisBackend,
+    locks: &LockManager,
+) -> Vec<tokio::task::JoinHandle<Result<LockGuard, LockError>>> {
+    server.pause();
+    let mut fillers = Vec::new();
+    for name in ["filler-1", "filler-2", "filler-3"] {
+        let locks = locks.clone();
+        fillers.push(tokio::spawn(
+            async move { locks.lock(name).try_acquire().await },
+        ));
+    }
+    support::eventually("both send slots taken, one operation queued", || async {
+        (backend.queued_operations() == 1).then_some(())
+    })
+    .await;
+    fillers
+}
+
+async fn wait_queued(backend: &RedisBackend, queued: usize) {
+    support::eventually(&format!("{queued} operations queued"), || async {
+        (backend.queued_operations() == queued).then_some(())
+    })
+    .await;
+}
+
+fn try_lock(
+    locks: &LockManager,
+    name: &'static str,
+) -> tokio::task::JoinHandle<Result<LockGuard, LockError>> {
+    let locks = locks.clone();
+    tokio::spawn(async move { locks.lock(name).try_acquire().await })
+}
+
+/// One of three first acquisitions in a call finds its key held (by Redisson): the shared
+/// `EXISTS` sees a key, so each acquisition checks its own, and only that one is busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_key_among_first_acquisitions_is_busy_and_the_others_acquire() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let redisson = Redisson::new(admin.clone());
+    assert_eq!(redisson.try_lock("held", 60_000).await, None);
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let locks = LockManager::builder().backend(backend.clone());
+
+    let fillers = paused_with_both_slots_taken(&server, &backend, &locks).await;
+    let tries = ["free-1", "held", "free-2"].map(|name| try_lock(&locks, name));
+    wait_queued(&backend, 4).await;
+    let batched_before = backend.batched_operations();
+    server.unpause();
+
+    let [free_1, held, free_2] = tries;
+    let (free_1, free_2) = (free_1.await.unwrap(), free_2.await.unwrap());
+    match held.await.unwrap() {
+        Err(LockError::TimedOut { holder_lease, .. }) => {
+            assert!(holder_lease.is_some_and(|lease| lease > Duration::ZERO));
+        }
+        other => panic!("a lock held by Redisson was taken: {other:?}"),
+    }
+    assert_eq!(backend.batched_operations() - batched_before, 4);
+    let holder: Option<String> = admin.hget("held", redisson.owner()).await.unwrap();
+    assert_eq!(
+        holder.as_deref(),
+        Some("1"),
+        "Redisson still holds its lock"
+    );
+    for (name, guard) in [("free-1", free_1), ("free-2", free_2)] {
+        let guard = guard.expect("a free lock is acquired");
+        let count: Option<String> = admin.hget(name, guard.owner().as_str()).await.unwrap();
+        assert_eq!(count.as_deref(), Some("1"), "{name}");
+        let pttl: i64 = admin.pttl(name).await.unwrap();
+        assert!(pttl > 0, "{name} has its lease: {pttl}");
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+    for filler in fillers {
+        filler.await.unwrap().unwrap().release().await.unwrap();
+    }
+}
+
+/// A release and another owner's acquisition of the same key in one call run in the order
+/// they were queued, while last releases of other keys in the call are deleted together
+/// (and each still publishes its unlock message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_on_one_key_keep_their_order_within_a_call() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    // Two managers on one backend: two owners whose operations share the send queue.
+    let first = LockManager::builder().backend(backend.clone());
+    let second = LockManager::builder().backend(backend.clone());
+    let shared = first.lock("shared").acquire().await.unwrap();
+    let others = [
+        first.lock("other-1").acquire().await.unwrap(),
+        first.lock("other-2").acquire().await.unwrap(),
+    ];
+    let subscriber = Builder::from_config(Config::from_url(&server.url()).unwrap())
+        .build_subscriber_client()
+        .unwrap();
+    subscriber.init().await.unwrap();
+    let mut messages = subscriber.message_rx();
+    for guard in &others {
+        subscriber.subscribe(guard.key().channel()).await.unwrap();
+    }
+
+    // Queued: the second owner's try first (the lock is still held then), the release,
+    // the second owner's next try, and the two other releases.
+    let fillers = paused_with_both_slots_taken(&server, &backend, &first).await;
+    let early = try_lock(&second, "shared");
+    wait_queued(&backend, 2).await;
+    let release = tokio::spawn(shared.release());
+    wait_queued(&backend, 3).await;
+    let late = try_lock(&second, "shared");
+    wait_queued(&backend, 4).await;
+    let [other_1, other_2] = others.map(|guard| tokio::spawn(guard.release()));
+    wait_queued(&backend, 6).await;
+    server.unpause();
+
+    assert!(
+        matches!(early.await.unwrap(), Err(LockError::TimedOut { .. })),
+        "the try queued before the release finds the lock held"
+    );
+    assert_eq!(release.await.unwrap().unwrap(), Released::Unlocked);
+    let late = late
+        .await
+        .unwrap()
+        .expect("the try queued after the release acquires");
+    let count: Option<String> = admin.hget("shared", late.owner().as_str()).await.unwrap();
+    assert_eq!(count.as_deref(), Some("1"));
+    for release in [other_1, other_2] {
+        assert_eq!(release.await.unwrap().unwrap(), Released::Unlocked);
+    }
+    for name in ["other-1", "other-2"] {
+        let exists: i64 = admin.exists(name).await.unwrap();
+        assert_eq!(exists, 0, "{name} deleted");
+    }
+    for _ in 0..2 {
+        let message = tokio::time::timeout(Duration::from_secs(10), messages.recv())
+            .await
+            .expect("an unlock message for each deleted lock")
+            .unwrap();
+        assert_eq!(message.value.as_str().as_deref(), Some("0"));
+    }
+    assert_eq!(late.release().await.unwrap(), Released::Unlocked);
+    for filler in fillers {
+        filler.await.unwrap().unwrap().release().await.unwrap();
+    }
+    let _ = subscriber.quit().await;
+}
