@@ -73,7 +73,7 @@ pub async fn run_all(scale: Scale) {
         s3(&url, scale, &mut report).await;
     }
     if wanted("s4") {
-        s4(&url, scale, &mut report).await;
+        s4(&url, scale, server.1.is_some(), &mut report).await;
     }
     if wanted("s5") {
         s5(&url, &admin, scale, &mut report).await;

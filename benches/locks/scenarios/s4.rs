@@ -1,5 +1,9 @@
 //! S4: the HTTP layer on Redis and on memory, against no lock.
 //!
+//! S4c repeats S4b's no-lock and Redis variants with redis-server on a core of its own
+//! (informational): on two shared cores, redis-server's own CPU time is taken from the
+//! service's, whereas in production Redis runs on another machine.
+//!
 //! The layers are set up as the README recommends, with the manager given to the layer
 //! (`LockLayer::manager`). One more memory variant takes its manager from an `Extension`
 //! layer instead, for comparison (the extra layer costs axum a boxed service and a future
@@ -8,7 +12,7 @@
 use super::*;
 
 /// S4: HTTP overhead of the layer, Redis and memory, against no lock.
-pub(super) async fn s4(url: &str, scale: Scale, report: &mut Report) {
+pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut Report) {
     eprintln!("S4 HTTP overhead…");
     let backend = RedisBackend::connect(url).await.expect("connect");
     let eval_client = backend.client().clone();
@@ -94,35 +98,8 @@ pub(super) async fn s4(url: &str, scale: Scale, report: &mut Report) {
 
     // (b) 64 connections; the variants take turns (see `rounds`).
     let clients = http_clients(64);
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
-    let mut elapsed = vec![Duration::ZERO; variants.len()];
-    let rounds = rounds(scale.s4_parallel);
-    for _ in 0..rounds {
-        for (i, addr) in addrs.iter().enumerate() {
-            let end = Instant::now() + scale.s4_parallel / rounds;
-            let start = Instant::now();
-            let tasks: Vec<_> = clients
-                .iter()
-                .map(|client| {
-                    let (client, addr, sequence) = (client.clone(), *addr, sequence.clone());
-                    tokio::spawn(async move {
-                        let mut times = Vec::new();
-                        while Instant::now() < end {
-                            let key = sequence.fetch_add(1, Ordering::Relaxed);
-                            let t = Instant::now();
-                            post_once(&client, addr, key).await;
-                            times.push(t.elapsed());
-                        }
-                        times
-                    })
-                })
-                .collect();
-            for task in tasks {
-                times[i].extend(task.await.unwrap());
-            }
-            elapsed[i] += start.elapsed();
-        }
-    }
+    let (mut times, elapsed) =
+        parallel_rounds(&clients, &addrs, &sequence, scale.s4_parallel).await;
     let mut rates = Vec::new();
     for (i, (label, _)) in variants.iter().enumerate() {
         let rate = times[i].len() as f64 / elapsed[i].as_secs_f64();
@@ -162,6 +139,130 @@ pub(super) async fn s4(url: &str, scale: Scale, report: &mut Report) {
         "≥ 0.9",
         r_memory >= 0.9,
     );
+
+    // (c) The no-lock and Redis variants again, this process on one core and redis-server
+    // on the other.
+    let section = "S4c 64 connections, redis-server on a core of its own";
+    let pinned = match own_server {
+        true => Pinned::apply(&eval_client).await,
+        false => Err("Redis is not this benchmark's own server (REDIS_URL)".into()),
+    };
+    match pinned {
+        Ok(pinned) => {
+            let (times, elapsed) =
+                parallel_rounds(&clients, &addrs[..2], &sequence, scale.s4_parallel).await;
+            drop(pinned);
+            let rate = |i: usize| times[i].len() as f64 / elapsed[i].as_secs_f64();
+            let r = rate(1) / rate(0);
+            report.add(
+                section,
+                "no lock / LockLayer redis req/s (this process pinned to core 0, redis-server to core 1)",
+                format!("{:.0}/s / {:.0}/s", rate(0), rate(1)),
+                rate(1),
+            );
+            report.add(
+                section,
+                "redis layer throughput ÷ no lock (informational: the layer's cost to the service's core, as with Redis on its own machine)",
+                format!("{r:.2}"),
+                r,
+            );
+        }
+        Err(why) => report.add(section, "not measured", why, 0.0),
+    }
+}
+
+/// Requests per variant of `addrs` over 64 connections, the variants taking turns (see
+/// `rounds`): each request's latency, and each variant's time in all.
+async fn parallel_rounds(
+    clients: &[HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>],
+    addrs: &[std::net::SocketAddr],
+    sequence: &Arc<AtomicU64>,
+    duration: Duration,
+) -> (Vec<Vec<Duration>>, Vec<Duration>) {
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); addrs.len()];
+    let mut elapsed = vec![Duration::ZERO; addrs.len()];
+    let rounds = rounds(duration);
+    for _ in 0..rounds {
+        for (i, addr) in addrs.iter().enumerate() {
+            let end = Instant::now() + duration / rounds;
+            let start = Instant::now();
+            let tasks: Vec<_> = clients
+                .iter()
+                .map(|client| {
+                    let (client, addr, sequence) = (client.clone(), *addr, sequence.clone());
+                    tokio::spawn(async move {
+                        let mut times = Vec::new();
+                        while Instant::now() < end {
+                            let key = sequence.fetch_add(1, Ordering::Relaxed);
+                            let t = Instant::now();
+                            post_once(&client, addr, key).await;
+                            times.push(t.elapsed());
+                        }
+                        times
+                    })
+                })
+                .collect();
+            for task in tasks {
+                times[i].extend(task.await.unwrap());
+            }
+            elapsed[i] += start.elapsed();
+        }
+    }
+    (times, elapsed)
+}
+
+/// This process pinned to core 0 and redis-server to core 1 (with `taskset`), until dropped.
+struct Pinned {
+    redis_pid: u32,
+    all_cores: String,
+}
+
+impl Pinned {
+    async fn apply(client: &Client) -> Result<Pinned, String> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cores < 2 {
+            return Err(format!("{cores} core"));
+        }
+        let info: String = client
+            .info(Some(fred::types::InfoKind::Server))
+            .await
+            .map_err(|e| format!("INFO server: {e}"))?;
+        let redis_pid = info
+            .lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse().ok())
+            .ok_or("no process_id in INFO server")?;
+        let pinned = Pinned {
+            redis_pid,
+            all_cores: format!("0-{}", cores - 1),
+        };
+        taskset("0", std::process::id())?;
+        taskset("1", redis_pid)?;
+        Ok(pinned)
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = taskset(&self.all_cores, std::process::id());
+        let _ = taskset(&self.all_cores, self.redis_pid);
+    }
+}
+
+/// Sets the cores of every thread of `pid`.
+fn taskset(cores: &str, pid: u32) -> Result<(), String> {
+    let output = Command::new("taskset")
+        .args(["-a", "-p", "-c", cores, &pid.to_string()])
+        .output()
+        .map_err(|e| format!("taskset (util-linux) not available: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "taskset failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
 }
 
 /// `n` HTTP clients of one connection each.
