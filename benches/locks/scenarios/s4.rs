@@ -156,7 +156,7 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
             let r = rate(1) / rate(0);
             report.add(
                 section,
-                "no lock / LockLayer redis req/s (this process pinned to core 0, redis-server to core 1)",
+                "no lock / LockLayer redis req/s (this process pinned to one core, redis-server to another)",
                 format!("{:.0}/s / {:.0}/s", rate(0), rate(1)),
                 rate(1),
             );
@@ -211,18 +211,15 @@ async fn parallel_rounds(
     (times, elapsed)
 }
 
-/// This process pinned to core 0 and redis-server to core 1 (with `taskset`), until dropped.
+/// This process pinned to one core and redis-server to another (with `taskset`), each
+/// given back its own cores when dropped.
 struct Pinned {
-    redis_pid: u32,
-    all_cores: String,
+    /// Each process and its affinity mask before.
+    before: Vec<(u32, String)>,
 }
 
 impl Pinned {
     async fn apply(client: &Client) -> Result<Pinned, String> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cores < 2 {
-            return Err(format!("{cores} core"));
-        }
         let info: String = client
             .info(Some(fred::types::InfoKind::Server))
             .await
@@ -232,31 +229,59 @@ impl Pinned {
             .find_map(|line| line.strip_prefix("process_id:"))
             .and_then(|pid| pid.trim().parse().ok())
             .ok_or("no process_id in INFO server")?;
-        let pinned = Pinned {
-            redis_pid,
-            all_cores: format!("0-{}", cores - 1),
+        let own_pid = std::process::id();
+        let own_mask = affinity(own_pid)?;
+        // The first two cores this process may run on.
+        let mask = u128::from_str_radix(&own_mask, 16)
+            .map_err(|_| format!("an affinity mask of more than 128 cores: {own_mask}"))?;
+        let cores: Vec<u32> = (0..128).filter(|core| mask & (1 << core) != 0).collect();
+        let [service, redis, ..] = cores[..] else {
+            return Err(format!("{} core", cores.len()));
         };
-        taskset("0", std::process::id())?;
-        taskset("1", redis_pid)?;
+        let pinned = Pinned {
+            before: vec![(own_pid, own_mask), (redis_pid, affinity(redis_pid)?)],
+        };
+        taskset(&["-c", &service.to_string()], own_pid)?;
+        taskset(&["-c", &redis.to_string()], redis_pid)?;
         Ok(pinned)
     }
 }
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        let _ = taskset(&self.all_cores, std::process::id());
-        let _ = taskset(&self.all_cores, self.redis_pid);
+        for (pid, mask) in &self.before {
+            let _ = taskset(&[mask], *pid);
+        }
     }
 }
 
-/// Sets the cores of every thread of `pid`.
-fn taskset(cores: &str, pid: u32) -> Result<(), String> {
+/// The affinity mask of `pid` (hexadecimal, as `taskset` prints it).
+fn affinity(pid: u32) -> Result<String, String> {
+    let text = run_taskset(&["-p", &pid.to_string()])?;
+    // "pid 123's current affinity mask: 3"
+    text.rsplit(' ')
+        .next()
+        .map(|mask| mask.trim().to_owned())
+        .filter(|mask| !mask.is_empty())
+        .ok_or_else(|| format!("unexpected taskset output: {text}"))
+}
+
+/// Sets the cores (`-c LIST` or a mask) of every thread of `pid`.
+fn taskset(cores: &[&str], pid: u32) -> Result<(), String> {
+    let pid = pid.to_string();
+    let mut args = vec!["-a", "-p"];
+    args.extend_from_slice(cores);
+    args.push(&pid);
+    run_taskset(&args).map(drop)
+}
+
+fn run_taskset(args: &[&str]) -> Result<String, String> {
     let output = Command::new("taskset")
-        .args(["-a", "-p", "-c", cores, &pid.to_string()])
+        .args(args)
         .output()
         .map_err(|e| format!("taskset (util-linux) not available: {e}"))?;
     if output.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     } else {
         Err(format!(
             "taskset failed: {}",
