@@ -9,6 +9,7 @@ mod support;
 use std::time::Duration;
 
 use fred::prelude::*;
+use support::cluster::RedisCluster;
 use support::redisson::Redisson;
 use support::RedisServer;
 use tower_lock::backend::RedisBackend;
@@ -164,4 +165,56 @@ async fn operations_on_one_key_keep_their_order_within_a_call() {
         filler.await.unwrap().unwrap().release().await.unwrap();
     }
     let _ = subscriber.quit().await;
+}
+
+/// On a cluster, one call carries the operations of one slot: keys that share a hash tag
+/// go together, and their shared `EXISTS` and `DEL` name keys of that slot only (Redis
+/// would reject them with CROSSSLOT otherwise). The slot's node holds back writes
+/// (`CLIENT PAUSE … WRITE`) while the operations queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_shared_calls_name_keys_of_one_slot() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+        .await
+        .unwrap();
+    let admin = support::client(&cluster.url()).await;
+    let backend = RedisBackend::connect(&cluster.url()).await.unwrap();
+    let locks = LockManager::builder().backend(backend.clone());
+    let names = ["a{t}", "b{t}", "c{t}", "d{t}", "e{t}"];
+    let (master, _) = cluster.owners(fred::util::redis_keyslot(b"t"));
+    let hold_writes = || RedisCluster::cli(master, &["client", "pause", "30000", "write"]);
+    let release_writes = || RedisCluster::cli(master, &["client", "unpause"]);
+
+    // Two tries take both send slots; the other three queue and go together.
+    hold_writes();
+    let tries = names.map(|name| try_lock(&locks, name));
+    wait_queued(&backend, 3).await;
+    let batched_before = backend.batched_operations();
+    release_writes();
+    let mut guards = Vec::new();
+    for attempt in tries {
+        guards.push(attempt.await.unwrap().expect("a free lock is acquired"));
+    }
+    assert_eq!(backend.batched_operations() - batched_before, 3);
+    for (name, guard) in names.iter().zip(&guards) {
+        let count: Option<String> = admin.hget(*name, guard.owner().as_str()).await.unwrap();
+        assert_eq!(count.as_deref(), Some("1"), "{name}");
+    }
+
+    // The same for the releases: three last releases of the slot deleted together.
+    hold_writes();
+    let releases: Vec<_> = guards
+        .into_iter()
+        .map(|guard| tokio::spawn(guard.release()))
+        .collect();
+    wait_queued(&backend, 3).await;
+    let batched_before = backend.batched_operations();
+    release_writes();
+    for release in releases {
+        assert_eq!(release.await.unwrap().unwrap(), Released::Unlocked);
+    }
+    assert_eq!(backend.batched_operations() - batched_before, 3);
+    for name in names {
+        let exists: i64 = admin.exists(name).await.unwrap();
+        assert_eq!(exists, 0, "{name} deleted");
+    }
 }
