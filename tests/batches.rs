@@ -15,25 +15,18 @@ use support::RedisServer;
 use tower_lock::backend::RedisBackend;
 use tower_lock::{LockError, LockGuard, LockManager, Released};
 
-/// Pauses `server`, starts two tries that take both send slots, then runs `queue` (whose
-/// operations queue behind them) and waits until `queued` operations wait.
+/// Pauses `server` and starts three tries: two take both send slots and the third
+/// queues, so that the operations started next queue behind it and go together.
 async fn paused_with_both_slots_taken(
     server: &RedisServer,
     backend: &RedisBackend,
     locks: &LockManager,
 ) -> Vec<tokio::task::JoinHandle<Result<LockGuard, LockError>>> {
     server.pause();
-    let mut fillers = Vec::new();
-    for name in ["filler-1", "filler-2", "filler-3"] {
-        let locks = locks.clone();
-        fillers.push(tokio::spawn(
-            async move { locks.lock(name).try_acquire().await },
-        ));
-    }
-    support::eventually("both send slots taken, one operation queued", || async {
-        (backend.queued_operations() == 1).then_some(())
-    })
-    .await;
+    let fillers = ["filler-1", "filler-2", "filler-3"]
+        .map(|name| try_lock(locks, name))
+        .into();
+    wait_queued(backend, 1).await;
     fillers
 }
 
@@ -113,10 +106,7 @@ async fn operations_on_one_key_keep_their_order_within_a_call() {
         first.lock("other-1").acquire().await.unwrap(),
         first.lock("other-2").acquire().await.unwrap(),
     ];
-    let subscriber = Builder::from_config(Config::from_url(&server.url()).unwrap())
-        .build_subscriber_client()
-        .unwrap();
-    subscriber.init().await.unwrap();
+    let subscriber = support::subscriber(&server.url()).await;
     let mut messages = subscriber.message_rx();
     for guard in &others {
         subscriber.subscribe(guard.key().channel()).await.unwrap();

@@ -78,10 +78,7 @@ async fn unlock_message_is_published_only_at_zero() {
     let key = locks.key(&name).unwrap();
     assert_eq!(key.channel(), format!("redisson_lock__channel:{{{name}}}"));
 
-    let subscriber = Builder::from_config(Config::from_url(&url).unwrap())
-        .build_subscriber_client()
-        .unwrap();
-    subscriber.init().await.unwrap();
+    let subscriber = support::subscriber(&url).await;
     let mut messages = subscriber.message_rx();
     subscriber.subscribe(key.channel()).await.unwrap();
 
@@ -263,10 +260,7 @@ async fn a_batch_carries_each_operations_own_arguments() {
     let locks = LockManager::builder().backend(backend.clone());
     let plain = locks.lock("plain").acquire().await.unwrap();
     let tagged = locks.lock("tag{t}x").acquire().await.unwrap();
-    let subscriber = Builder::from_config(Config::from_url(&server.url()).unwrap())
-        .build_subscriber_client()
-        .unwrap();
-    subscriber.init().await.unwrap();
+    let subscriber = support::subscriber(&server.url()).await;
     let mut messages = subscriber.message_rx();
     let channels = [plain.key().channel(), tagged.key().channel()];
     assert_eq!(channels[1], "redisson_lock__channel:tag{t}x");

@@ -252,6 +252,16 @@ pub async fn client(url: &str) -> Client {
     client
 }
 
+/// A connected subscriber client (to listen to unlock messages).
+#[allow(dead_code)] // not every test binary listens
+pub async fn subscriber(url: &str) -> fred::clients::SubscriberClient {
+    let subscriber = Builder::from_config(Config::from_url(url).expect("valid url"))
+        .build_subscriber_client()
+        .expect("build subscriber client");
+    subscriber.init().await.expect("connect to redis");
+    subscriber
+}
+
 /// `INFO commandstats` calls of one command (e.g. "evalsha").
 pub async fn command_calls(client: &Client, command: &str) -> u64 {
     let info: String = client
