@@ -48,7 +48,6 @@ impl RedisServer {
     pub fn start_with(port: u16, extra: &[&str]) -> RedisServer {
         let dir =
             std::env::temp_dir().join(format!("tower-lock-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
         let mut server = RedisServer {
             port,
             dir,
@@ -66,7 +65,6 @@ impl RedisServer {
         let port = free_port();
         let dir =
             std::env::temp_dir().join(format!("tower-lock-sentinel-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create a directory for the sentinel");
         let mut server = RedisServer {
             port,
             dir,
@@ -106,6 +104,8 @@ impl RedisServer {
     /// Starts the server again on the same port (empty: nothing was persisted).
     pub fn resume(&mut self) {
         assert!(self.process.is_none(), "the server is running");
+        // The shell removes it once the server is killed (see `stopping`).
+        std::fs::create_dir_all(&self.dir).expect("create a directory for redis-server");
         let (script, ready_line) = match self.sentinel_of {
             Some(master) => {
                 let conf = self.dir.join("sentinel.conf");
@@ -123,8 +123,9 @@ impl RedisServer {
                 .expect("write sentinel.conf");
                 (
                     format!(
-                        "redis-server '{}' --sentinel & pid=$!; read _; kill -9 $pid",
-                        conf.display()
+                        "redis-server '{}' --sentinel & pid=$!; {}",
+                        conf.display(),
+                        self.stopping()
                     ),
                     "+monitor master",
                 )
@@ -176,12 +177,24 @@ impl RedisServer {
     fn server_script(&self) -> String {
         let script = format!(
             "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --dir '{dir}' {extra} & \
-             pid=$!; read _; kill -9 $pid",
+             pid=$!; {stopping}",
             port = self.port,
             dir = self.dir.display(),
-            extra = self.extra.join(" ")
+            extra = self.extra.join(" "),
+            stopping = self.stopping()
         );
         script
+    }
+
+    /// The end of the shell script: once our stdin pipe closes (on `stop`, on drop, or when
+    /// the test process exits, also for servers kept in statics that are never dropped),
+    /// kill the server and remove its directory (a cluster node writes its nodes file
+    /// there).
+    fn stopping(&self) -> String {
+        format!(
+            "read _; kill -9 $pid; wait $pid 2>/dev/null; rm -rf '{}'",
+            self.dir.display()
+        )
     }
 
     /// Suspends the server process (SIGSTOP) until [`unpause`](Self::unpause).
@@ -217,7 +230,6 @@ impl Drop for RedisServer {
             drop(stdin);
             let _ = child.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
