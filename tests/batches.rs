@@ -2,7 +2,8 @@
 //! acquisitions of keys that no other operation of the call touches are checked by one
 //! multi-key `EXISTS`, and last releases of such keys delete their keys with one `DEL`.
 //! These tests queue operations behind a paused server so that they form one call, then
-//! check what each operation did.
+//! check what each operation did. The last two check that send slots come back when a
+//! runtime ends with operations on their way.
 
 mod support;
 
@@ -207,4 +208,102 @@ async fn on_a_cluster_shared_calls_name_keys_of_one_slot() {
         let exists: i64 = admin.exists(name).await.unwrap();
         assert_eq!(exists, 0, "{name} deleted");
     }
+}
+
+/// A runtime that ends while its tasks hold both send slots (sends to a paused server)
+/// gives the slots back: the operations queued meanwhile by the runtime that owns the
+/// client are sent once the server is back, and later ones too. (A batch spawned on the
+/// dying runtime would be dropped unpolled; had it kept its slot, two such drops would
+/// leave every later operation queued for ever.)
+#[test]
+fn a_runtime_that_ends_mid_send_gives_its_send_slots_back() {
+    let server = RedisServer::start();
+    let main = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (backend, locks) = main.block_on(async {
+        let backend = RedisBackend::connect(&server.url()).await.unwrap();
+        let locks = LockManager::builder().backend(backend.clone());
+        (backend, locks)
+    });
+    server.pause();
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    other.block_on(async {
+        // Two tries take both slots; the third queues (and dies with this runtime).
+        for name in ["other-1", "other-2", "other-3"] {
+            drop(try_lock(&locks, name));
+        }
+        wait_queued(&backend, 1).await;
+    });
+    // More than one batch (`MAX_BATCH` is 128): each slot given back sends one.
+    let names: Vec<String> = (0..200).map(|i| format!("main-{i}")).collect();
+    let tries: Vec<_> = main.block_on(async {
+        let tries = names
+            .iter()
+            .map(|name| {
+                let (locks, name) = (locks.clone(), name.clone());
+                tokio::spawn(async move { locks.lock(name).try_acquire().await })
+            })
+            .collect();
+        wait_queued(&backend, 201).await;
+        tries
+    });
+    // The slots' holders are dropped here, inside the ending runtime.
+    drop(other);
+    server.unpause();
+
+    main.block_on(async {
+        for (name, attempt) in names.iter().zip(tries) {
+            let guard = attempt
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+        }
+        let after =
+            tokio::time::timeout(Duration::from_secs(20), locks.lock("after").try_acquire())
+                .await
+                .expect("a lock operation after the runtime ended is sent (no send slot was kept)")
+                .unwrap();
+        assert_eq!(after.release().await.unwrap(), Released::Unlocked);
+    });
+}
+
+/// Dropping the client's own runtime while sends are on their way and more operations
+/// queue ends cleanly: each send slot given back spawns the next batch on the ending
+/// runtime, which drops it at once, and that drop gives the slot back again without
+/// deadlocking on the batcher.
+#[test]
+fn dropping_the_clients_runtime_with_operations_queued_ends() {
+    let server = RedisServer::start();
+    let (done, finished) = std::sync::mpsc::channel();
+    let url = server.url();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let backend = RedisBackend::connect(&url).await.unwrap();
+            let locks = LockManager::builder().backend(backend.clone());
+            server.pause();
+            for i in 0..300 {
+                let locks = locks.clone();
+                tokio::spawn(async move { locks.lock(format!("n-{i}")).try_acquire().await });
+            }
+            wait_queued(&backend, 298).await;
+        });
+        drop(runtime);
+        server.unpause();
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the runtime's drop finished (no deadlock on the batcher)");
 }

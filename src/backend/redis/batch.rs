@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -84,9 +84,11 @@ struct Queued {
 }
 
 /// Operations waiting for a send slot.
-#[derive(Default)]
 pub(super) struct Batcher {
     state: Mutex<State>,
+    /// The runtime that batches are sent from: the client's (where it was made), so that
+    /// a batch does not die with the runtime of the caller that happened to free a slot.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 #[derive(Default)]
@@ -99,7 +101,15 @@ struct State {
 }
 
 impl Batcher {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    /// Sends batches from the current runtime, if any (else from the caller's).
+    pub(super) fn new() -> Batcher {
+        Batcher {
+            state: Mutex::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -157,7 +167,7 @@ pub(super) fn submit(inner: &Arc<Inner>, operation: Operation) -> Submitted {
     let (reply, receiver) = oneshot::channel();
     state.queue.push(Queued { operation, reply });
     // Normally both slots are busy here; if not, nothing else would send the queue.
-    send_queued(inner, &mut state);
+    send_queued(inner, state);
     Submitted::Queued(receiver)
 }
 
@@ -172,19 +182,24 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let mut state = self.0.batcher.state();
         state.in_flight -= 1;
-        send_queued(&self.0, &mut state);
+        send_queued(&self.0, state);
     }
 }
 
 /// Sends queued operations in batches while send slots are free.
-fn send_queued(inner: &Arc<Inner>, state: &mut State) {
+fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
     while state.in_flight < MAX_IN_FLIGHT {
         // Callers that went away before their operation was sent: nothing to do.
         state.queue.retain(|queued| !queued.reply.is_closed());
         if state.queue.is_empty() {
             return;
         }
-        let runtime = match tokio::runtime::Handle::try_current() {
+        let runtime = match inner
+            .batcher
+            .runtime
+            .clone()
+            .map_or_else(tokio::runtime::Handle::try_current, Ok)
+        {
             Ok(runtime) => runtime,
             Err(_) => {
                 // No runtime (dropped at shutdown): the queued callers learn it at once.
@@ -202,19 +217,23 @@ fn send_queued(inner: &Arc<Inner>, state: &mut State) {
         }
         let batch: Vec<Queued> = state.queue.drain(..take).collect();
         state.in_flight += 1;
-        let inner = inner.clone();
+        // Spawned without the lock: a runtime that is shutting down drops the task at once,
+        // and with it the slot, whose drop takes the lock. The slot lives in the task's
+        // future, so that such a drop (even before a first poll) gives it back.
+        drop(state);
+        let slot = Slot(inner.clone());
         runtime.spawn(async move {
-            let slot = Slot(inner.clone());
             let (operations, senders): (Vec<_>, Vec<_>) = batch
                 .into_iter()
                 .map(|queued| (queued.operation, queued.reply))
                 .unzip();
-            let replies = send(&inner, operations).await;
+            let replies = send(&slot.0, operations).await;
             for (sender, reply) in senders.into_iter().zip(replies) {
                 let _ = sender.send(reply);
             }
             drop(slot);
         });
+        state = inner.batcher.state();
     }
 }
 

@@ -130,7 +130,7 @@ impl RedisBackend {
                 } else {
                     "publish"
                 })),
-                batcher: Batcher::default(),
+                batcher: Batcher::new(),
                 tasks: Mutex::new(Vec::new()),
             }),
         }
