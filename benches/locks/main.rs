@@ -10,6 +10,7 @@ mod support;
 
 mod chart;
 mod contenders;
+mod cpu;
 mod report;
 mod scenarios;
 mod stats;

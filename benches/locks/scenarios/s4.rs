@@ -10,6 +10,7 @@
 //! per request, and the manager an extension insert).
 
 use super::*;
+use crate::cpu::CpuTime;
 
 /// S4: HTTP overhead of the layer, Redis and memory, against no lock.
 pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut Report) {
@@ -98,22 +99,33 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
 
     // (b) 64 connections; the variants take turns (see `rounds`).
     let clients = http_clients(64);
-    let (mut times, elapsed) =
-        parallel_rounds(&clients, &addrs, &sequence, scale.s4_parallel).await;
+    let mut measured =
+        parallel_rounds(&clients, &addrs, &sequence, scale.s4_parallel, &eval_client).await;
     let mut rates = Vec::new();
     for (i, (label, _)) in variants.iter().enumerate() {
-        let rate = times[i].len() as f64 / elapsed[i].as_secs_f64();
+        let rate = measured.rate(i);
+        let times = &mut measured.times[i];
         report.add(
             "S4b 64 connections",
             &format!("{label} req/s, p50 / p99"),
             format!(
                 "{rate:.0}/s, {} / {}",
-                us(percentile(&mut times[i], 50.0)),
-                us(percentile(&mut times[i], 99.0))
+                us(percentile(times, 50.0)),
+                us(percentile(times, 99.0))
             ),
             rate,
         );
         rates.push(rate);
+    }
+    // Informational: where the Redis variant's throughput goes on these shared cores.
+    for (i, (label, _)) in variants.iter().enumerate().take(3) {
+        let (value, number) = measured.cpu_per_request(i);
+        report.add(
+            "S4b 64 connections",
+            &format!("{label}: CPU time per request (informational)"),
+            value,
+            number,
+        );
     }
     let (r_redis, r_memory) = (rates[1] / rates[0], rates[2] / rates[0]);
     let r_extension = rates[3] / rates[0];
@@ -149,10 +161,16 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
     };
     match pinned {
         Ok(pinned) => {
-            let (times, elapsed) =
-                parallel_rounds(&clients, &addrs[..2], &sequence, scale.s4_parallel).await;
+            let measured = parallel_rounds(
+                &clients,
+                &addrs[..2],
+                &sequence,
+                scale.s4_parallel,
+                &eval_client,
+            )
+            .await;
             drop(pinned);
-            let rate = |i: usize| times[i].len() as f64 / elapsed[i].as_secs_f64();
+            let rate = |i: usize| measured.rate(i);
             let r = rate(1) / rate(0);
             report.add(
                 section,
@@ -166,6 +184,15 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
                 format!("{r:.2}"),
                 r,
             );
+            for (i, label) in ["no lock", "LockLayer redis"].iter().enumerate() {
+                let (value, number) = measured.cpu_per_request(i);
+                report.add(
+                    section,
+                    &format!("{label}: CPU time per request"),
+                    value,
+                    number,
+                );
+            }
         }
         Err(why) => report.add(section, "not measured", why, 0.0),
     }
@@ -178,12 +205,15 @@ async fn parallel_rounds(
     addrs: &[std::net::SocketAddr],
     sequence: &Arc<AtomicU64>,
     duration: Duration,
-) -> (Vec<Vec<Duration>>, Vec<Duration>) {
+    redis: &Client,
+) -> Rounds {
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); addrs.len()];
     let mut elapsed = vec![Duration::ZERO; addrs.len()];
+    let mut cpu = vec![CpuTime::default(); addrs.len()];
     let rounds = rounds(duration);
-    for _ in 0..rounds {
+    for round in 0..rounds {
         for (i, addr) in addrs.iter().enumerate() {
+            let cpu_before = CpuTime::now(Some(redis)).await;
             let end = Instant::now() + duration / rounds;
             let start = Instant::now();
             let tasks: Vec<_> = clients
@@ -206,9 +236,53 @@ async fn parallel_rounds(
                 times[i].extend(task.await.unwrap());
             }
             elapsed[i] += start.elapsed();
+            let used = CpuTime::now(Some(redis)).await.since(cpu_before);
+            cpu[i] = if round == 0 { used } else { cpu[i].add(used) };
         }
     }
-    (times, elapsed)
+    Rounds {
+        times,
+        elapsed,
+        cpu,
+    }
+}
+
+/// What [`parallel_rounds`] measured, per variant.
+struct Rounds {
+    /// Each request's latency.
+    times: Vec<Vec<Duration>>,
+    /// The variant's time in all.
+    elapsed: Vec<Duration>,
+    /// CPU time used while the variant ran, by this process and by redis-server.
+    cpu: Vec<CpuTime>,
+}
+
+impl Rounds {
+    fn rate(&self, variant: usize) -> f64 {
+        self.times[variant].len() as f64 / self.elapsed[variant].as_secs_f64()
+    }
+
+    /// CPU time per request of `variant`: "this process X µs + redis-server Y µs".
+    fn cpu_per_request(&self, variant: usize) -> (String, f64) {
+        let requests = self.times[variant].len().max(1) as u32;
+        let cpu = self.cpu[variant];
+        let per = |time: Option<Duration>| time.map(|t| t / requests);
+        match (per(cpu.process), per(cpu.redis)) {
+            (Some(process), Some(redis)) => (
+                format!(
+                    "{} = this process {} + redis-server {}",
+                    us(process + redis),
+                    us(process),
+                    us(redis)
+                ),
+                (process + redis).as_secs_f64(),
+            ),
+            _ => (
+                "not measured (needs Linux's /proc and Redis's INFO cpu)".into(),
+                0.0,
+            ),
+        }
+    }
 }
 
 /// This process pinned to one core and redis-server to another (with `taskset`), each
