@@ -7,23 +7,25 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-/// CPU time used so far by this process and by redis-server, each when known.
-#[derive(Clone, Copy, Default)]
+/// CPU time used by this process and by redis-server, each when known.
+#[derive(Clone, Copy)]
 pub struct CpuTime {
     pub process: Option<Duration>,
     pub redis: Option<Duration>,
 }
 
 impl CpuTime {
-    /// Now; redis-server's only with `client` (its `INFO cpu`).
-    pub async fn now(client: Option<&Client>) -> CpuTime {
-        let redis = match client {
-            Some(client) => redis_cpu(client).await,
-            None => None,
-        };
+    /// None used yet.
+    pub const ZERO: CpuTime = CpuTime {
+        process: Some(Duration::ZERO),
+        redis: Some(Duration::ZERO),
+    };
+
+    /// Used so far; redis-server's from `INFO cpu` through `client`.
+    pub async fn now(client: &Client) -> CpuTime {
         CpuTime {
+            redis: redis_cpu(client).await,
             process: process_cpu(),
-            redis,
         }
     }
 

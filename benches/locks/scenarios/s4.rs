@@ -209,11 +209,11 @@ async fn parallel_rounds(
 ) -> Rounds {
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); addrs.len()];
     let mut elapsed = vec![Duration::ZERO; addrs.len()];
-    let mut cpu = vec![CpuTime::default(); addrs.len()];
+    let mut cpu = vec![CpuTime::ZERO; addrs.len()];
     let rounds = rounds(duration);
-    for round in 0..rounds {
+    for _ in 0..rounds {
         for (i, addr) in addrs.iter().enumerate() {
-            let cpu_before = CpuTime::now(Some(redis)).await;
+            let cpu_before = CpuTime::now(redis).await;
             let end = Instant::now() + duration / rounds;
             let start = Instant::now();
             let tasks: Vec<_> = clients
@@ -236,8 +236,7 @@ async fn parallel_rounds(
                 times[i].extend(task.await.unwrap());
             }
             elapsed[i] += start.elapsed();
-            let used = CpuTime::now(Some(redis)).await.since(cpu_before);
-            cpu[i] = if round == 0 { used } else { cpu[i].add(used) };
+            cpu[i] = cpu[i].add(CpuTime::now(redis).await.since(cpu_before));
         }
     }
     Rounds {

@@ -194,22 +194,24 @@ fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
         if state.queue.is_empty() {
             return;
         }
-        let runtime = match inner
-            .batcher
-            .runtime
-            .clone()
-            .map_or_else(tokio::runtime::Handle::try_current, Ok)
-        {
-            Ok(runtime) => runtime,
-            Err(_) => {
-                // No runtime (dropped at shutdown): the queued callers learn it at once.
-                for queued in state.queue.drain(..) {
-                    let _ = queued
-                        .reply
-                        .send(Err(BackendError::new("the Tokio runtime is gone")));
+        let current;
+        let runtime = match &inner.batcher.runtime {
+            Some(runtime) => runtime,
+            None => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    current = runtime;
+                    &current
                 }
-                return;
-            }
+                Err(_) => {
+                    // No runtime (dropped at shutdown): the queued callers learn it at once.
+                    for queued in state.queue.drain(..) {
+                        let _ = queued
+                            .reply
+                            .send(Err(BackendError::new("the Tokio runtime is gone")));
+                    }
+                    return;
+                }
+            },
         };
         let take = state.queue.len().min(MAX_BATCH);
         if take > 1 {
