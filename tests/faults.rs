@@ -306,16 +306,7 @@ async fn resources_return_to_zero_after_ten_thousand_names() {
                 let locks = locks.clone();
                 tokio::spawn(async move {
                     let holder = locks.lock(&name).acquire().await.unwrap();
-                    let waiter = {
-                        let (locks, name) = (locks.clone(), name.clone());
-                        tokio::spawn(async move {
-                            locks
-                                .lock(&name)
-                                .wait(Duration::from_secs(30))
-                                .acquire()
-                                .await
-                        })
-                    };
+                    let waiter = support::spawn_waiter(&locks, &name, Duration::from_secs(30));
                     while locks.waiting(&name) == 0 {
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     }

@@ -17,16 +17,7 @@ type Waiter = JoinHandle<Result<LockGuard, LockError>>;
 
 /// A waiter of `locks` on `name`, spawned and queued as the `position`th waiter.
 async fn queued_waiter(locks: &LockManager, name: &str, position: usize) -> Waiter {
-    let waiter = {
-        let (locks, name) = (locks.clone(), name.to_owned());
-        tokio::spawn(async move {
-            locks
-                .lock(&name)
-                .wait(Duration::from_secs(20))
-                .acquire()
-                .await
-        })
-    };
+    let waiter = support::spawn_waiter(locks, name, Duration::from_secs(20));
     support::eventually("the waiter queued", || async {
         (locks.waiting(name) == position).then_some(())
     })

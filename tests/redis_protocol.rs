@@ -34,16 +34,7 @@ async fn redisson_and_tower_lock_exclude_each_other() {
     }
 
     // A tower-lock waiter is woken by Redisson's unlock message, long before the lease ends.
-    let waiter = {
-        let (locks, name) = (locks.clone(), name.clone());
-        tokio::spawn(async move {
-            locks
-                .lock(&name)
-                .wait(Duration::from_secs(20))
-                .acquire()
-                .await
-        })
-    };
+    let waiter = support::spawn_waiter(&locks, &name, Duration::from_secs(20));
     while locks.waiting(&name) == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -162,16 +153,7 @@ async fn waiter_retries_when_its_subscriber_reconnects() {
     let holder_side = LockManager::redis(&server.url()).await.unwrap();
     let waiter_side = LockManager::redis(&server.url()).await.unwrap();
     let holder = holder_side.lock("order:1").acquire().await.unwrap();
-    let waiter = {
-        let locks = waiter_side.clone();
-        tokio::spawn(async move {
-            locks
-                .lock("order:1")
-                .wait(Duration::from_secs(20))
-                .acquire()
-                .await
-        })
-    };
+    let waiter = support::spawn_waiter(&waiter_side, "order:1", Duration::from_secs(20));
     // Wait until the waiter's subscription is in place.
     let channel = holder.key().channel();
     while support::numsub(&admin, &channel).await == 0 {

@@ -366,3 +366,13 @@ pub fn eventually_sync(what: &str, mut f: impl FnMut() -> bool) {
     }
     panic!("{what}: not within 20 s");
 }
+
+/// A task that waits up to `wait` for the lock `name` of `locks` and returns its guard.
+pub fn spawn_waiter(
+    locks: &tower_lock::LockManager,
+    name: &str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, tower_lock::LockError>> {
+    let (locks, name) = (locks.clone(), name.to_owned());
+    tokio::spawn(async move { locks.lock(&name).wait(wait).acquire().await })
+}
