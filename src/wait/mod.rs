@@ -309,7 +309,8 @@ impl WaitQueues {
     /// process's notification instead and leave the head asleep until the lease ends.
     /// `true`: counted; settle it with [`unlock_settled`](Self::unlock_settled).
     pub(crate) fn expect_unlock(&self, key: &LockKey) -> bool {
-        if self.inner.ready_at_once {
+        // No queue near (most releases): no mutex. A queue made meanwhile is not ready yet.
+        if self.inner.ready_at_once || !self.may_be_queued(key) {
             return false;
         }
         let mut state = self.lock(key);
