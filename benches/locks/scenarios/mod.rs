@@ -2,6 +2,7 @@
 //! and helpers (`use super::*`).
 
 mod cluster;
+mod pinned;
 mod s1;
 mod s2;
 mod s3;

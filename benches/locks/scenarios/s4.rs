@@ -9,6 +9,7 @@
 //! layer instead, for comparison (the extra layer costs axum a boxed service and a future
 //! per request, and the manager an extension insert).
 
+use super::pinned::Pinned;
 use super::*;
 use crate::cpu::CpuTime;
 
@@ -38,6 +39,26 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         addrs.push(listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+    }
+    // S4b's floors: no lock, but a handler that makes one or two `EVAL "return 1"`s per
+    // request through the Redis variant's client (two: the round trips of a lock without
+    // batching).
+    let mut floor_addrs = Vec::new();
+    for evals in [1, 2] {
+        let client = eval_client.clone();
+        let handler = move || async move {
+            for _ in 0..evals {
+                let _: i64 = client
+                    .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
+                    .await
+                    .expect("EVAL");
+            }
+            "ok"
+        };
+        let app = Router::new().route("/k/{key}", post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        floor_addrs.push(listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
     }
     let sequence = Arc::new(AtomicU64::new(0));
@@ -97,10 +118,17 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         added_m.as_secs_f64(),
     );
 
-    // (b) 64 connections; the variants take turns (see `rounds`).
+    // (b) 64 connections; the variants and the floors take turns (see `rounds`).
     let clients = http_clients(64);
-    let mut measured =
-        parallel_rounds(&clients, &addrs, &sequence, scale.s4_parallel, &eval_client).await;
+    let all_addrs = [&addrs[..], &floor_addrs[..]].concat();
+    let mut measured = parallel_rounds(
+        &clients,
+        &all_addrs,
+        &sequence,
+        scale.s4_parallel,
+        &eval_client,
+    )
+    .await;
     let mut rates = Vec::new();
     for (i, (label, _)) in variants.iter().enumerate() {
         let rate = measured.rate(i);
@@ -117,8 +145,36 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         );
         rates.push(rate);
     }
+    let floor_labels = [
+        "no lock, one `EVAL \"return 1\"` per request (floor: one round trip)",
+        "no lock, two `EVAL \"return 1\"`s one after the other (a lock's two round trips, unbatched)",
+    ];
+    let floors = variants.len();
+    for (i, label) in floor_labels.iter().enumerate() {
+        let rate = measured.rate(floors + i);
+        let times = &mut measured.times[floors + i];
+        report.add(
+            "S4b 64 connections",
+            &format!("{label} req/s, p50 / p99"),
+            format!(
+                "{rate:.0}/s, {} / {}",
+                us(percentile(times, 50.0)),
+                us(percentile(times, 99.0))
+            ),
+            rate,
+        );
+        rates.push(rate);
+    }
     // Informational: where the Redis variant's throughput goes on these shared cores.
-    for (i, (label, _)) in variants.iter().enumerate().take(3) {
+    let labels = variants.iter().map(|(label, _)| *label).take(3);
+    let cpu_rows = labels.enumerate().chain(
+        floor_labels
+            .iter()
+            .copied()
+            .enumerate()
+            .map(|(i, label)| (floors + i, label)),
+    );
+    for (i, label) in cpu_rows {
         let (value, number) = measured.cpu_per_request(i);
         report.add(
             "S4b 64 connections",
@@ -134,6 +190,20 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         "memory layer with the manager from an Extension layer ÷ no lock",
         format!("{r_extension:.2}"),
         r_extension,
+    );
+    let (one_eval, two_evals) = (rates[floors] / rates[0], rates[floors + 1] / rates[0]);
+    report.add(
+        "S4b 64 connections",
+        "one / two `EVAL \"return 1\"`s per request ÷ no lock (informational: what a round trip per request costs here)",
+        format!("{one_eval:.2} / {two_evals:.2}"),
+        one_eval,
+    );
+    let r_floor = rates[1] / rates[floors];
+    report.add(
+        "S4b 64 connections",
+        "redis layer (two lock operations per request) ÷ one `EVAL` per request",
+        format!("{r_floor:.2}"),
+        r_floor,
     );
     report.goal(
         "S4b 64 connections",
@@ -281,85 +351,6 @@ impl Rounds {
                 0.0,
             ),
         }
-    }
-}
-
-/// This process pinned to one core and redis-server to another (with `taskset`), each
-/// given back its own cores when dropped.
-struct Pinned {
-    /// Each process and its affinity mask before.
-    before: Vec<(u32, String)>,
-}
-
-impl Pinned {
-    async fn apply(client: &Client) -> Result<Pinned, String> {
-        let info: String = client
-            .info(Some(fred::types::InfoKind::Server))
-            .await
-            .map_err(|e| format!("INFO server: {e}"))?;
-        let redis_pid = info
-            .lines()
-            .find_map(|line| line.strip_prefix("process_id:"))
-            .and_then(|pid| pid.trim().parse().ok())
-            .ok_or("no process_id in INFO server")?;
-        let own_pid = std::process::id();
-        let own_mask = affinity(own_pid)?;
-        // The first two cores this process may run on.
-        let mask = u128::from_str_radix(&own_mask, 16)
-            .map_err(|_| format!("an affinity mask of more than 128 cores: {own_mask}"))?;
-        let cores: Vec<u32> = (0..128).filter(|core| mask & (1 << core) != 0).collect();
-        let [service, redis, ..] = cores[..] else {
-            return Err(format!("{} core", cores.len()));
-        };
-        let pinned = Pinned {
-            before: vec![(own_pid, own_mask), (redis_pid, affinity(redis_pid)?)],
-        };
-        taskset(&["-c", &service.to_string()], own_pid)?;
-        taskset(&["-c", &redis.to_string()], redis_pid)?;
-        Ok(pinned)
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        for (pid, mask) in &self.before {
-            let _ = taskset(&[mask], *pid);
-        }
-    }
-}
-
-/// The affinity mask of `pid` (hexadecimal, as `taskset` prints it).
-fn affinity(pid: u32) -> Result<String, String> {
-    let text = run_taskset(&["-p", &pid.to_string()])?;
-    // "pid 123's current affinity mask: 3"
-    text.rsplit(' ')
-        .next()
-        .map(|mask| mask.trim().to_owned())
-        .filter(|mask| !mask.is_empty())
-        .ok_or_else(|| format!("unexpected taskset output: {text}"))
-}
-
-/// Sets the cores (`-c LIST` or a mask) of every thread of `pid`.
-fn taskset(cores: &[&str], pid: u32) -> Result<(), String> {
-    let pid = pid.to_string();
-    let mut args = vec!["-a", "-p"];
-    args.extend_from_slice(cores);
-    args.push(&pid);
-    run_taskset(&args).map(drop)
-}
-
-fn run_taskset(args: &[&str]) -> Result<String, String> {
-    let output = Command::new("taskset")
-        .args(args)
-        .output()
-        .map_err(|e| format!("taskset (util-linux) not available: {e}"))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    } else {
-        Err(format!(
-            "taskset failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
     }
 }
 
