@@ -129,8 +129,18 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         &eval_client,
     )
     .await;
+    // The layer variants, then the floors, in `all_addrs`' order.
+    let floors = variants.len();
+    let labels: Vec<&str> = variants
+        .iter()
+        .map(|(label, _)| *label)
+        .chain([
+            "no lock, one `EVAL \"return 1\"` per request (floor: one round trip)",
+            "no lock, two `EVAL \"return 1\"`s one after the other (a lock's two round trips, unbatched)",
+        ])
+        .collect();
     let mut rates = Vec::new();
-    for (i, (label, _)) in variants.iter().enumerate() {
+    for (i, label) in labels.iter().enumerate() {
         let rate = measured.rate(i);
         let times = &mut measured.times[i];
         report.add(
@@ -145,40 +155,13 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         );
         rates.push(rate);
     }
-    let floor_labels = [
-        "no lock, one `EVAL \"return 1\"` per request (floor: one round trip)",
-        "no lock, two `EVAL \"return 1\"`s one after the other (a lock's two round trips, unbatched)",
-    ];
-    let floors = variants.len();
-    for (i, label) in floor_labels.iter().enumerate() {
-        let rate = measured.rate(floors + i);
-        let times = &mut measured.times[floors + i];
-        report.add(
-            "S4b 64 connections",
-            &format!("{label} req/s, p50 / p99"),
-            format!(
-                "{rate:.0}/s, {} / {}",
-                us(percentile(times, 50.0)),
-                us(percentile(times, 99.0))
-            ),
-            rate,
-        );
-        rates.push(rate);
-    }
-    // Informational: where the Redis variant's throughput goes on these shared cores.
-    let labels = variants.iter().map(|(label, _)| *label).take(3);
-    let cpu_rows = labels.enumerate().chain(
-        floor_labels
-            .iter()
-            .copied()
-            .enumerate()
-            .map(|(i, label)| (floors + i, label)),
-    );
-    for (i, label) in cpu_rows {
+    // Informational: where the Redis variant's throughput goes on these shared cores (the
+    // Extension variant left out: it differs from the memory one by one layer).
+    for i in [0, 1, 2, floors, floors + 1] {
         let (value, number) = measured.cpu_per_request(i);
         report.add(
             "S4b 64 connections",
-            &format!("{label}: CPU time per request (informational)"),
+            &format!("{}: CPU time per request (informational)", labels[i]),
             value,
             number,
         );
