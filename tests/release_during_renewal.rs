@@ -41,6 +41,21 @@ struct Renewals {
     renewed: Arc<AtomicUsize>,
 }
 
+impl Renewals {
+    /// Checks that `name` is free (takes and releases it), then waits three leases: how
+    /// many renewals reached the backend in all.
+    async fn free_then_count_renewals(&self, locks: &LockManager, name: &str) -> usize {
+        let next = locks
+            .lock(name)
+            .try_acquire()
+            .await
+            .expect("the lock is free after the release");
+        next.release().await.unwrap();
+        tokio::time::sleep(LEASE * 3).await;
+        self.renewed.load(Ordering::SeqCst)
+    }
+}
+
 fn held_renewals() -> (HeldRenewals, Renewals) {
     let (started, started_rx) = mpsc::unbounded_channel();
     let proceed = Arc::new(Semaphore::new(0));
@@ -146,15 +161,8 @@ async fn a_guard_released_during_a_renewal_waits_for_it_then_frees_the_lock() {
         .expect("the release ends once the renewal is done")
         .unwrap();
     assert_eq!(released.unwrap(), Released::Unlocked);
-    let next = locks
-        .lock("order-1")
-        .try_acquire()
-        .await
-        .expect("the lock is free after the release");
-    next.release().await.unwrap();
-    tokio::time::sleep(LEASE * 3).await;
     assert_eq!(
-        renewals.renewed.load(Ordering::SeqCst),
+        renewals.free_then_count_renewals(&locks, "order-1").await,
         1,
         "only the renewal under way at the release reached the backend"
     );
@@ -191,15 +199,8 @@ async fn a_response_that_ends_during_a_renewal_drops_it_and_frees_the_lock_at_on
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     renewals.proceed.add_permits(1);
-    let next = locks
-        .lock("7")
-        .try_acquire()
-        .await
-        .expect("the lock is free once the response is ready");
-    next.release().await.unwrap();
-    tokio::time::sleep(LEASE * 3).await;
     assert_eq!(
-        renewals.renewed.load(Ordering::SeqCst),
+        renewals.free_then_count_renewals(&locks, "7").await,
         0,
         "the dropped renewal never reached the backend, and none came after the release"
     );
