@@ -97,9 +97,7 @@ impl Waiter {
     fn offer(&self) -> MutexGuard<'_, OfferState> {
         self.offer.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-impl Waiter {
     fn signal(&self, retry: bool) {
         if retry {
             self.retry.store(true, Ordering::Release);
