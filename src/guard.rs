@@ -44,6 +44,9 @@ pub(crate) struct Hold {
     /// This process's claim on the name, ended by the last release (`None` from the
     /// start for a hold that an in-process backend granted without one).
     pub(crate) claim: Mutex<Option<Claim>>,
+    /// The lease cannot end before this: its last acquisition or renewal was sent a lease
+    /// before. Kept by the watchdog, for a hand-over of the hold as it stands.
+    pub(crate) valid_until: Mutex<Instant>,
 }
 
 impl Hold {
@@ -52,6 +55,18 @@ impl Hold {
     async fn stop_watchdog(&self) {
         let slot = self.gate.close().await;
         self.manager.renewals.cancel(slot);
+    }
+
+    /// When the lease of a last hold, about to be handed to `offer`'s waiter, started, if
+    /// the waiter may take the hold over as it stands: both are renewed by a watchdog with
+    /// the same lease, the lock is not lost, and at least half its lease is left (the
+    /// watchdog renews at a third, so a healthy hold always has two thirds).
+    fn adoptable(&self, offer: &Offer) -> Option<Instant> {
+        if !self.renewed || !offer.can_adopt(self.lease) || self.loss.is_lost() {
+            return None;
+        }
+        let valid_until = *self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
+        (valid_until >= Instant::now() + self.lease / 2).then(|| valid_until - self.lease)
     }
 
     /// Drops one hold, with the count lock already taken. Runs to the end even if its
@@ -73,11 +88,22 @@ impl Hold {
             } else {
                 Next::Nobody
             };
-            let (offer, yielding) = match next {
+            let (mut offer, yielding) = match next {
                 Next::Offered(offer) => (Some(offer), false),
                 Next::Nobody => (None, false),
                 Next::Yield => (None, true),
             };
+            // The waiter takes the hold over as it stands, with nothing sent (see
+            // `Offer::adopt`); if it left meanwhile, the lock is released as usual.
+            if let Some(lease_from) = offer.as_ref().and_then(|offer| this.adoptable(offer)) {
+                let offer = offer.take().expect("checked above");
+                if offer.adopt(this.owner.clone(), lease_from) {
+                    let result = Ok(Released::HandedOver);
+                    this.settled(&mut remaining, &result, None, false, false);
+                    *count = remaining;
+                    return result;
+                }
+            }
             let mut args = ReleaseArgs {
                 key: this.key.clone(),
                 owner: this.owner.clone(),
@@ -228,7 +254,9 @@ impl LockGuard {
         &self.hold().key
     }
 
-    /// The owner id written in the lock.
+    /// The owner id written in the lock. A lock handed over inside this process as it
+    /// stands keeps the releaser's (see
+    /// [`hand_over_limit`](crate::LockManagerBuilder::hand_over_limit)).
     pub fn owner(&self) -> &OwnerId {
         &self.hold().owner
     }

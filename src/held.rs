@@ -39,7 +39,9 @@ impl HeldLock {
         &self.hold.key
     }
 
-    /// The owner id written in the lock.
+    /// The owner id written in the lock. A lock handed over inside this process as it
+    /// stands keeps the releaser's (see
+    /// [`hand_over_limit`](crate::LockManagerBuilder::hand_over_limit)).
     pub fn owner(&self) -> &OwnerId {
         &self.hold.owner
     }

@@ -34,8 +34,10 @@
 //! or until the holder's lease as last reported ends; they never poll. Local waiters of
 //! one name form a FIFO queue and only its head retries, so the Redis work per hand-over
 //! does not grow with the number of waiters, and a newcomer never overtakes them. On
-//! Redis a last release hands the lock straight to that head in its own script run (one
-//! round trip per hand-over instead of two), at most
+//! Redis a last release hands the lock straight to that head: the head takes the hold over
+//! as it stands, under the same owner id and with nothing sent, when both renew their
+//! leases and at least half the lease is left, else the release's own script run makes it
+//! the owner (one round trip per hand-over instead of two); at most
 //! [`hand_over_limit`](LockManagerBuilder::hand_over_limit) times in a row before a release
 //! frees it for other processes.
 

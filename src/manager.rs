@@ -266,9 +266,12 @@ impl LockManagerBuilder {
     /// of this process (default [`DEFAULT_HAND_OVER_LIMIT`], 8); then one release frees it,
     /// so that waiters of other processes get their chance. `0`: every release frees it.
     ///
-    /// On Redis a hand-over rewrites the lock's owner in the release's own script, so the
-    /// next holder needs no acquisition of its own: one round trip per hand-over instead
-    /// of two (release, then acquire), and nothing published. The lock is never free in
+    /// On Redis the next holder needs no acquisition of its own. When both holders renew
+    /// their leases (no explicit lease) with the same lease and at least half of it is
+    /// left, the next holder takes the hold over as it stands, under the releaser's owner
+    /// id: nothing is sent, and its watchdog renews the lease from where it stands.
+    /// Otherwise the release's own script rewrites the lock's owner: one round trip per
+    /// hand-over instead of two (release, then acquire). Nothing is published either way. The lock is never free in
     /// between, so other processes (Redisson's included) see it held throughout, and their
     /// waiters get a chance when a release frees it. Within a process, waiters are served
     /// in order either way. Not used with [`RedisBackend::replica_ack`], nor by the memory

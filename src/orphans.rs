@@ -72,12 +72,9 @@ impl Drop for Queued<'_> {
         if !ticket.leave() {
             return;
         }
-        let release = release_unowned(
-            self.inner.clone(),
-            self.key.clone(),
-            self.owner.clone(),
-            self.lease,
-        );
+        // A hold taken over as it stands is held under the releaser's owner id.
+        let owner = ticket.adopted().unwrap_or_else(|| self.owner.clone());
+        let release = release_unowned(self.inner.clone(), self.key.clone(), owner, self.lease);
         match self.inner.runtime() {
             Some(runtime) => drop(runtime.spawn(release)),
             None => {

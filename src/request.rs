@@ -165,11 +165,12 @@ impl LockRequest {
             return Err(BackendError::new("tower-lock needs a Tokio runtime").into());
         }
         let owner = inner.ids.next_owner();
-        let (acquired_at, waited, claim) = wait_for(&inner, &key, &owner, lease, self.wait).await?;
+        let (acquired_at, waited, claim, adopted) =
+            wait_for(&inner, &key, &owner, lease, renewed, self.wait).await?;
         let hold = Holding {
             inner,
             key,
-            owner,
+            owner: adopted.unwrap_or(owner),
             lease,
             renewed,
             acquired_at,
@@ -214,6 +215,7 @@ impl Holding {
             loss,
             gate: RenewGate::default(),
             claim: Mutex::new(claim),
+            valid_until: Mutex::new(acquired_at + lease),
         });
         tracing::trace!(key = %hold.key, owner = %hold.owner, ?waited, "tower-lock: acquired");
         if !renewed {
@@ -255,14 +257,18 @@ fn attempt(
 }
 
 /// Tries, then waits in the local queue until acquired or the deadline. Returns when the
-/// successful attempt was sent and how long it took.
+/// lease started (the successful attempt was sent), how long it took, and the owner id of
+/// a hold of this process taken over as it stands (see [`Offer::adopt`]).
+///
+/// [`Offer::adopt`]: crate::wait::Offer::adopt
 async fn wait_for(
     inner: &Arc<ManagerInner>,
     key: &LockKey,
     owner: &OwnerId,
     lease: Duration,
+    renewed: bool,
     wait: Duration,
-) -> Result<(Instant, Duration, Claim), LockError> {
+) -> Result<(Instant, Duration, Claim, Option<OwnerId>), LockError> {
     let started = Instant::now();
     let deadline = started
         .checked_add(wait)
@@ -304,7 +310,7 @@ async fn wait_for(
             }
         };
         match first? {
-            Attempt::Acquired => return Ok((sent, Duration::ZERO, claim)),
+            Attempt::Acquired => return Ok((sent, Duration::ZERO, claim, None)),
             Attempt::Busy(pttl) => holder_lease = pttl,
             Attempt::Lost => {}
         }
@@ -317,7 +323,7 @@ async fn wait_for(
     }
 
     let mut ticket = Queued {
-        ticket: Some(inner.queues.join(key, holder_lease, owner, lease)),
+        ticket: Some(inner.queues.join(key, holder_lease, owner, lease, renewed)),
         inner,
         key,
         owner,
@@ -334,7 +340,7 @@ async fn wait_for(
                     Ok(Ok(Attempt::Acquired)) => {
                         let claim = inner.queues.claim(key);
                         ticket.acquired();
-                        return Ok((sent, started.elapsed(), claim));
+                        return Ok((sent, started.elapsed(), claim, None));
                     }
                     Ok(Ok(Attempt::Busy(pttl))) => {
                         last_error = None;
@@ -350,10 +356,11 @@ async fn wait_for(
                     }
                 }
             }
-            Turn::Handed(sent) => {
+            Turn::Handed(lease_from) => {
                 let claim = inner.queues.claim(key);
+                let adopted = ticket.get().adopted();
                 ticket.acquired();
-                return Ok((sent, started.elapsed(), claim));
+                return Ok((lease_from, started.elapsed(), claim, adopted));
             }
             Turn::Wait(until) => {
                 let wake_at = until.map_or(deadline, |until| until.min(deadline));

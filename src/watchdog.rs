@@ -146,6 +146,7 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
     match tokio::time::timeout_at(keeper.valid_until, renewal).await {
         Ok(Ok(true)) => {
             keeper.valid_until = sent + keeper.lease;
+            *hold.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = keeper.valid_until;
             keeper.retry = MIN_RETRY;
             Some(sent + keeper.period)
         }

@@ -1,6 +1,9 @@
 //! Redis hand-over: a last release gives the lock straight to the next waiter of the same
-//! process, in its own script run (one round trip per hand-over, nothing published), and
-//! a lock handed to a waiter that left is released for it.
+//! process, and a lock handed to a waiter that left is released for it. The waiter takes
+//! the releaser's hold over as it stands, with nothing sent to Redis, when both renew
+//! their leases (no explicit lease) and at least half the lease is left; otherwise the
+//! release rewrites the lock's owner in its own script run (one round trip per hand-over,
+//! nothing published).
 
 mod support;
 
@@ -11,13 +14,33 @@ use fred::prelude::*;
 use support::redisson::Redisson;
 use support::RedisServer;
 use tokio::task::JoinHandle;
-use tower_lock::{LockError, LockGuard, LockManager, Released};
+use tower_lock::backend::{AcquireArgs, Attempt, Backend, BoxFuture, RedisBackend, ReleaseArgs};
+use tower_lock::{
+    BackendError, LockError, LockGuard, LockKey, LockManager, OwnerId, Released, WaitQueues,
+};
 
 type Waiter = JoinHandle<Result<LockGuard, LockError>>;
 
-/// A waiter of `locks` on `name`, spawned and queued as the `position`th waiter.
-async fn queued_waiter(locks: &LockManager, name: &str, position: usize) -> Waiter {
-    let waiter = support::spawn_waiter(locks, name, Duration::from_secs(20));
+/// How the next waiter is handed the lock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum HandOver {
+    /// It takes the releaser's hold over, nothing sent (both renew their leases).
+    AsItStands,
+    /// The release's script makes it the owner (it asked for an explicit lease).
+    InTheScript,
+}
+
+/// A waiter of `locks` on `name`, spawned and queued as the `position`th waiter; with an
+/// explicit lease for [`HandOver::InTheScript`].
+async fn queued_waiter(locks: &LockManager, name: &str, position: usize, how: HandOver) -> Waiter {
+    let (owned_locks, owned_name) = (locks.clone(), name.to_owned());
+    let waiter = tokio::spawn(async move {
+        let lock = owned_locks.lock(&owned_name).wait(Duration::from_secs(20));
+        match how {
+            HandOver::AsItStands => lock.acquire().await,
+            HandOver::InTheScript => lock.lease(Duration::from_secs(30)).acquire().await,
+        }
+    });
     support::eventually("the waiter queued", || async {
         (locks.waiting(name) == position).then_some(())
     })
@@ -41,10 +64,11 @@ async fn first_holds_second_waits(
     locks: &LockManager,
     redisson: &Redisson,
     name: &str,
+    how: HandOver,
 ) -> (LockGuard, Waiter) {
     assert_eq!(redisson.try_lock(name, 30_000).await, None);
-    let first = queued_waiter(locks, name, 1).await;
-    let second = queued_waiter(locks, name, 2).await;
+    let first = queued_waiter(locks, name, 1, how).await;
+    let second = queued_waiter(locks, name, 2, how).await;
     assert_eq!(redisson.unlock(name, "req-1").await, Some(1));
     let first = first.await.unwrap().expect("the first waiter acquires");
     (first, second)
@@ -61,8 +85,21 @@ async fn holders(client: &Client, name: &str) -> Vec<(String, String)> {
     fields
 }
 
+/// Scripts run and messages published on `client`'s server since `before`.
+async fn commands_since(client: &Client, before: (u64, u64)) -> (u64, u64) {
+    let now = commands(client).await;
+    (now.0 - before.0, now.1 - before.1)
+}
+
+async fn commands(client: &Client) -> (u64, u64) {
+    (
+        support::command_calls(client, "evalsha").await,
+        support::command_calls(client, "publish").await,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_last_release_hands_the_lock_to_the_next_local_waiter() {
+async fn a_last_release_hands_its_hold_as_it_stands_to_the_next_local_waiter() {
     // A server of its own: its command counts are this test's alone.
     let server = RedisServer::start();
     let url = server.url();
@@ -70,31 +107,26 @@ async fn a_last_release_hands_the_lock_to_the_next_local_waiter() {
     let client = support::client(&url).await;
     let redisson = Redisson::new(support::client(&url).await);
     let name = support::unique("hand-over");
-    let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
+    let (first, second) =
+        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
+    let first_owner = first.owner().clone();
 
-    let (scripts, publishes) = (
-        support::command_calls(&client, "evalsha").await,
-        support::command_calls(&client, "publish").await,
-    );
+    let before = commands(&client).await;
     assert_eq!(first.release().await.unwrap(), Released::HandedOver);
     let second = second.await.unwrap().expect("handed the lock");
     assert_eq!(
+        commands_since(&client, before).await,
+        (0, 0),
+        "nothing sent: no script run, nothing to announce"
+    );
+    assert_eq!(second.owner(), &first_owner, "held under the same owner id");
+    assert_eq!(
         holders(&client, &name).await,
-        vec![(second.owner().as_str().to_owned(), "1".to_owned())],
-        "the lock is the second waiter's, with one hold"
+        vec![(first_owner.as_str().to_owned(), "1".to_owned())],
+        "the lock is as it was, with one hold"
     );
     let pttl: i64 = client.pttl(&name).await.unwrap();
     assert!(pttl > 20_000, "with its lease ({pttl} ms)");
-    assert_eq!(
-        support::command_calls(&client, "evalsha").await - scripts,
-        1,
-        "one script run for release and acquisition"
-    );
-    assert_eq!(
-        support::command_calls(&client, "publish").await - publishes,
-        0,
-        "the lock was never free: nothing to announce"
-    );
 
     // Redisson sees it held throughout, and gets it once it is freed.
     assert!(redisson.try_lock(&name, 30_000).await.is_some());
@@ -104,6 +136,116 @@ async fn a_last_release_hands_the_lock_to_the_next_local_waiter() {
     assert_eq!(locks.stats(), Default::default());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_with_an_explicit_lease_is_made_the_owner_in_the_release_s_script() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let locks = LockManager::redis(&url).await.unwrap();
+    let client = support::client(&url).await;
+    let redisson = Redisson::new(support::client(&url).await);
+    let name = support::unique("hand-over-script");
+    let (first, second) =
+        first_holds_second_waits(&locks, &redisson, &name, HandOver::InTheScript).await;
+
+    let before = commands(&client).await;
+    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
+    let second = second.await.unwrap().expect("handed the lock");
+    assert_eq!(
+        commands_since(&client, before).await,
+        (1, 0),
+        "one script run for release and acquisition; the lock was never free: nothing to announce"
+    );
+    assert_eq!(
+        holders(&client, &name).await,
+        vec![(second.owner().as_str().to_owned(), "1".to_owned())],
+        "the lock is the second waiter's, with one hold"
+    );
+    let pttl: i64 = client.pttl(&name).await.unwrap();
+    assert!(pttl > 20_000, "with its lease ({pttl} ms)");
+    assert!(redisson.try_lock(&name, 30_000).await.is_some());
+    assert_eq!(second.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(locks.stats(), Default::default());
+}
+
+/// Redis, with every renewal failing: a lease is not renewed.
+struct RenewalsFail(RedisBackend);
+
+impl Backend for RenewalsFail {
+    fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        self.0.acquire(args)
+    }
+
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+        self.0.release(args)
+    }
+
+    fn hands_over(&self) -> bool {
+        self.0.hands_over()
+    }
+
+    fn acquire_time_limit(&self) -> Option<Duration> {
+        self.0.acquire_time_limit()
+    }
+
+    fn renew(&self, _: LockKey, _: OwnerId, _: Duration) -> BoxFuture<Result<bool, BackendError>> {
+        Box::pin(async { Err(BackendError::new("renewals fail in this test")) })
+    }
+
+    fn attach(&self, queues: WaitQueues) {
+        self.0.attach(queues)
+    }
+
+    fn needs_subscription(&self) -> bool {
+        self.0.needs_subscription()
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis, renewals failing"
+    }
+}
+
+/// A hold whose lease has less than half of it left (its renewals failed) is not taken
+/// over as it stands: the release's script gives the next holder a lease of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_with_less_than_half_its_lease_left_is_handed_over_in_the_script() {
+    const LEASE: Duration = Duration::from_secs(2);
+    let server = RedisServer::start();
+    let url = server.url();
+    let backend = RenewalsFail(RedisBackend::connect(&url).await.unwrap());
+    let locks = LockManager::builder().lease(LEASE).backend(backend);
+    let client = support::client(&url).await;
+    let redisson = Redisson::new(support::client(&url).await);
+    let name = support::unique("hand-over-late");
+    let (first, second) =
+        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
+    // The time itself is what this test is about: more than half the lease goes by, with
+    // every renewal failing (the loss comes only once the whole lease could have run).
+    tokio::time::sleep(LEASE / 2 + Duration::from_millis(100)).await;
+    assert!(
+        !first.is_lost(),
+        "not lost before its lease could have ended"
+    );
+    let first_owner = first.owner().clone();
+
+    let before = commands(&client).await;
+    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
+    let second = second.await.unwrap().expect("handed the lock");
+    assert_eq!(
+        commands_since(&client, before).await,
+        (1, 0),
+        "one script run"
+    );
+    assert_ne!(second.owner(), &first_owner, "an owner id of its own");
+    assert_eq!(
+        holders(&client, &name).await,
+        vec![(second.owner().as_str().to_owned(), "1".to_owned())],
+        "the lock is the second waiter's"
+    );
+    let pttl: i64 = client.pttl(&name).await.unwrap();
+    assert!(pttl > 1_000, "with a lease of its own ({pttl} ms)");
+    assert_eq!(second.release().await.unwrap(), Released::Unlocked);
+}
+
 /// With a limit of 0, releases always free the lock (and announce it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
@@ -111,7 +253,8 @@ async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
     let locks = with_limit(&url, 0).await;
     let redisson = Redisson::new(support::client(&url).await);
     let name = support::unique("no-hand-over");
-    let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
+    let (first, second) =
+        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
     assert_eq!(first.release().await.unwrap(), Released::Unlocked);
     let second = second.await.unwrap().expect("woken by the release");
     assert_eq!(second.release().await.unwrap(), Released::Unlocked);
@@ -126,8 +269,9 @@ async fn after_the_limit_a_release_frees_the_lock_and_wakes_the_next_waiter() {
     let locks = with_limit(&url, 1).await;
     let redisson = Redisson::new(support::client(&url).await);
     let name = support::unique("limit");
-    let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
-    let third = queued_waiter(&locks, &name, 2).await;
+    let (first, second) =
+        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
+    let third = queued_waiter(&locks, &name, 2, HandOver::AsItStands).await;
     assert_eq!(first.release().await.unwrap(), Released::HandedOver);
     let second = second.await.unwrap().expect("handed the lock");
     assert_eq!(
@@ -153,6 +297,7 @@ async fn poll_once<F: Future + Unpin>(future: &mut F) {
 
 /// The waiter offered the lock is dropped before the hand-over's answer: the release
 /// still reports it, and the lock, now in the departed waiter's name, is released for it.
+/// (A hold taken over as it stands sends nothing: there is no answer to wait for.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_handed_to_a_departed_waiter_is_released_for_it() {
     let server = RedisServer::start();
@@ -160,7 +305,8 @@ async fn a_lock_handed_to_a_departed_waiter_is_released_for_it() {
     let client = support::client(&server.url()).await;
     let redisson = Redisson::new(support::client(&server.url()).await);
     let name = support::unique("departed");
-    let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
+    let (first, second) =
+        first_holds_second_waits(&locks, &redisson, &name, HandOver::InTheScript).await;
 
     // The release offers the lock to the second waiter and sends the hand-over, which
     // Redis (paused) does not answer; meanwhile the waiter goes away.
@@ -185,25 +331,28 @@ async fn a_lock_handed_to_a_departed_waiter_is_released_for_it() {
 }
 
 /// The waiter is dropped after the hand-over reached it but before it ran again (one
-/// thread: the release's caller goes on first): its place in the queue releases the lock.
+/// thread: the release's caller goes on first): its place in the queue releases the lock,
+/// under the owner id it is held under, either way it was handed over.
 #[tokio::test(flavor = "current_thread")]
 async fn a_waiter_dropped_just_after_the_hand_over_releases_the_lock() {
     let url = support::shared_redis_url();
     let locks = LockManager::redis(&url).await.unwrap();
     let client = support::client(&url).await;
     let redisson = Redisson::new(support::client(&url).await);
-    let name = support::unique("dropped-after");
-    let (first, second) = first_holds_second_waits(&locks, &redisson, &name).await;
+    for how in [HandOver::AsItStands, HandOver::InTheScript] {
+        let name = support::unique("dropped-after");
+        let (first, second) = first_holds_second_waits(&locks, &redisson, &name, how).await;
 
-    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
-    second.abort();
-    assert!(second.await.unwrap_err().is_cancelled());
-    support::eventually("the dropped waiter's lock is released", || async {
-        holders(&client, &name).await.is_empty().then_some(())
-    })
-    .await;
-    support::eventually("nothing left behind", || async {
-        (locks.stats() == Default::default()).then_some(())
-    })
-    .await;
+        assert_eq!(first.release().await.unwrap(), Released::HandedOver);
+        second.abort();
+        assert!(second.await.unwrap_err().is_cancelled());
+        support::eventually("the dropped waiter's lock is released", || async {
+            holders(&client, &name).await.is_empty().then_some(())
+        })
+        .await;
+        support::eventually("nothing left behind", || async {
+            (locks.stats() == Default::default()).then_some(())
+        })
+        .await;
+    }
 }

@@ -89,6 +89,12 @@ pub(crate) struct Waiter {
     /// Who the waiter acquires as, and its lease: a release may hand it the lock.
     owner: OwnerId,
     lease: std::time::Duration,
+    /// Whether a watchdog will renew its lease (no explicit lease): only then may it take
+    /// over a hold of this process as it stands (see [`Offer::adopt`]).
+    renewed: bool,
+    /// Set when a release of this process gave it its hold as it stands: the owner id the
+    /// lock is held under.
+    adopted: std::sync::OnceLock<OwnerId>,
     /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
     offer: Mutex<OfferState>,
 }
@@ -414,6 +420,7 @@ impl WaitQueues {
         busy_for: Option<std::time::Duration>,
         owner: &OwnerId,
         lease: std::time::Duration,
+        renewed: bool,
     ) -> Ticket {
         let waiter = Arc::new(Waiter {
             id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
@@ -421,6 +428,8 @@ impl WaitQueues {
             retry: AtomicBool::new(false),
             owner: owner.clone(),
             lease,
+            renewed,
+            adopted: std::sync::OnceLock::new(),
             offer: Mutex::new(OfferState::Idle),
         });
         let mut state = self.lock(key);

@@ -5,6 +5,13 @@
 //! an acquisition of its own after the release (one round trip per hand-over instead of
 //! two). The waiter does not try while the offer stands; the release tells it the outcome.
 //!
+//! When the releasing hold's lease still has at least half of it to run (as when its
+//! watchdog renews it), and both renew their leases, the waiter instead takes the hold over
+//! as it stands in the backend, under the same owner id ([`Offer::adopt`]): nothing is
+//! sent, so the lock idles for no round trip between the two holders. The lease runs on
+//! from the releaser's last acquisition or renewal, and the new holder's watchdog renews it
+//! from there. To every other process the lock simply stays held.
+//!
 //! [hands over]: crate::backend::Backend::hands_over
 
 use std::sync::Arc;
@@ -13,6 +20,7 @@ use tokio::time::Instant;
 
 use super::Waiter;
 use crate::backend::Successor;
+use crate::key::OwnerId;
 
 /// Where a hand-over to a waiter stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +31,7 @@ pub(super) enum OfferState {
     Trying,
     /// A release is on its way that may hand it the lock.
     Offered,
-    /// The lock is its own since the release sent at this instant.
+    /// The lock is its own; its lease runs from this instant.
     Handed(Instant),
     /// It left the queue (gave up, or was dropped).
     Gone,
@@ -50,6 +58,29 @@ impl Offer {
             owner: self.waiter.owner.clone(),
             lease: self.waiter.lease,
         }
+    }
+
+    /// Whether the waiter may take over a hold with `lease`, renewed by a watchdog, as it
+    /// stands (see [`adopt`](Self::adopt)).
+    pub(crate) fn can_adopt(&self, lease: std::time::Duration) -> bool {
+        self.waiter.renewed && self.waiter.lease == lease
+    }
+
+    /// The waiter takes over the releaser's hold as it stands: held under `owner`, its lease
+    /// running from `lease_from`. `false`: the waiter left meanwhile; nothing was handed,
+    /// and the releaser releases as usual.
+    pub(crate) fn adopt(mut self, owner: OwnerId, lease_from: Instant) -> bool {
+        self.settled = true;
+        let mut offer = self.waiter.offer();
+        if *offer != OfferState::Offered {
+            return false;
+        }
+        // Set once: a waiter is handed a lock at most once.
+        let _ = self.waiter.adopted.set(owner);
+        *offer = OfferState::Handed(lease_from);
+        drop(offer);
+        self.waiter.wake.notify_one();
+        true
     }
 
     /// The release, sent at `sent`, handed the lock over. `false`: the waiter left

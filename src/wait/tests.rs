@@ -14,7 +14,7 @@ async fn an_early_echo_does_not_swallow_the_next_unlock() {
     let lease = Some(Duration::from_secs(30));
     let holder = queues.claim(&key);
     let owner = OwnerId::from_raw("a:1");
-    let ticket = queues.join(&key, lease, &owner, Duration::from_secs(30));
+    let ticket = queues.join(&key, lease, &owner, Duration::from_secs(30), true);
     queues.subscribed(std::slice::from_ref(&key));
     assert!(
         matches!(ticket.turn(), Turn::Try),
@@ -50,7 +50,7 @@ async fn a_release_that_did_not_unlock_takes_its_count_back() {
     let queues = WaitQueues::new(false);
     let key = LockKey::new("", "order", 64).unwrap();
     let owner = OwnerId::from_raw("a:1");
-    let ticket = queues.join(&key, None, &owner, Duration::from_secs(30));
+    let ticket = queues.join(&key, None, &owner, Duration::from_secs(30), true);
     queues.subscribed(std::slice::from_ref(&key));
     assert!(matches!(ticket.turn(), Turn::Try));
     assert!(queues.expect_unlock(&key));
@@ -61,7 +61,7 @@ async fn a_release_that_did_not_unlock_takes_its_count_back() {
 
 fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
     let owner = OwnerId::from_raw(owner);
-    queues.join(key, None, &owner, Duration::from_secs(30))
+    queues.join(key, None, &owner, Duration::from_secs(30), true)
 }
 
 /// A release offers the lock to an idle head only, and at most `limit` times in a row.

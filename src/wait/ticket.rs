@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{OfferState, WaitQueues, Waiter};
-use crate::key::LockKey;
+use crate::key::{LockKey, OwnerId};
 
 /// What a waiter should do next.
 pub(crate) enum Turn {
@@ -14,8 +14,8 @@ pub(crate) enum Turn {
     Try,
     /// Wait for a signal, or until `Some(instant)` at the latest (then try).
     Wait(Option<Instant>),
-    /// A release handed this waiter the lock; it was sent at this instant (the lease runs
-    /// from about then).
+    /// A release handed this waiter the lock; its lease runs from this instant (when the
+    /// release was sent, or the adopted hold's last acquisition or renewal).
     Handed(Instant),
 }
 
@@ -60,6 +60,12 @@ impl Ticket {
         // No release offers it the lock while its own attempt is on its way.
         *offer = OfferState::Trying;
         Turn::Try
+    }
+
+    /// The owner id of a hold that a release of this process handed over as it stands
+    /// (see [`Offer::adopt`](super::Offer::adopt)); `None` for the waiter's own.
+    pub(crate) fn adopted(&self) -> Option<OwnerId> {
+        self.waiter.adopted.get().cloned()
     }
 
     /// Waits for a signal (unlock, promotion, subscription).
