@@ -72,7 +72,7 @@ pub use layer::LockLayer;
 pub use loss::LossSignal;
 pub use manager::{
     LockManager, LockManagerBuilder, ManagerStats, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
-    DEFAULT_WAIT,
+    DEFAULT_WAIT, MAX_LEASE,
 };
 pub use rejection::LockRejection;
 pub use request::LockRequest;

@@ -17,6 +17,10 @@ use crate::wait::WaitQueues;
 /// `lockWatchdogTimeout`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
+/// The longest lease (about 100 years): longer ones are lowered to it, so that a deadline
+/// computed from a lease never overflows the clock (`Duration::MAX` used to panic).
+pub const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// Default number of hand-overs in a row to waiters of the same process (see
 /// [`LockManagerBuilder::hand_over_limit`]).
 pub const DEFAULT_HAND_OVER_LIMIT: u32 = 8;
@@ -249,9 +253,10 @@ impl LockManagerBuilder {
     }
 
     /// The lease of locks acquired without an explicit lease, renewed every lease/3 by a
-    /// watchdog (default [`DEFAULT_LEASE`], 30 s). Values under 3 ms are raised to 3 ms.
+    /// watchdog (default [`DEFAULT_LEASE`], 30 s). Values under 3 ms are raised to 3 ms,
+    /// values over [`MAX_LEASE`] lowered to it.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.settings.lease = lease.max(Duration::from_millis(3));
+        self.settings.lease = lease.clamp(Duration::from_millis(3), MAX_LEASE);
         self
     }
 

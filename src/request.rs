@@ -59,9 +59,10 @@ impl LockRequest {
     }
 
     /// An explicit lease: the lock expires after `lease` unless released, and no watchdog
-    /// renews it. Values under 1 ms are raised to 1 ms.
+    /// renews it. Values under 1 ms are raised to 1 ms, values over
+    /// [`MAX_LEASE`](crate::MAX_LEASE) (about 100 years) lowered to it.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease.max(Duration::from_millis(1)));
+        self.lease = Some(lease.clamp(Duration::from_millis(1), crate::MAX_LEASE));
         self
     }
 

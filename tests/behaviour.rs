@@ -9,7 +9,7 @@ use std::time::Duration;
 use tower_lock::backend::{
     AcquireArgs, Attempt, Backend, MemoryBackend, RedisBackend, ReleaseArgs,
 };
-use tower_lock::{LockError, LockManager, LockManagerBuilder, Released};
+use tower_lock::{LockError, LockManager, LockManagerBuilder, Released, MAX_LEASE};
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -668,6 +668,28 @@ async fn resent_operations_take_effect_once(kind: Kind) {
     assert!(ctx.manager.lock(&name).try_acquire().await.is_ok());
 }
 
+/// A lease too long for the clock (`Duration::MAX`) is lowered to `MAX_LEASE`, explicit
+/// or the manager's own: no panic, and the lock works as usual.
+async fn huge_leases_are_capped(kind: Kind) {
+    let ctx = Ctx::with(kind, |b| b.lease(Duration::MAX)).await;
+    let name = support::unique("huge-lease");
+    let renewed = ctx.manager.lock(&name).acquire().await.unwrap();
+    assert_eq!(renewed.lease(), MAX_LEASE);
+    assert!(renewed.is_renewed() && !renewed.is_lost());
+    assert_eq!(renewed.release().await.unwrap(), Released::Unlocked);
+    let explicit = ctx
+        .manager
+        .lock(&name)
+        .lease(Duration::MAX)
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(explicit.lease(), MAX_LEASE);
+    assert!(!explicit.is_renewed() && !explicit.is_lost());
+    assert!(ctx.manager.lock(&name).try_acquire().await.is_err());
+    assert_eq!(explicit.release().await.unwrap(), Released::Unlocked);
+}
+
 macro_rules! behaviour_suite {
     ($($test:ident),* $(,)?) => {
         mod memory {
@@ -705,6 +727,7 @@ behaviour_suite!(
     wait_times_out_with_a_typed_error,
     reentrant_holds_count,
     explicit_lease_expires,
+    huge_leases_are_capped,
     watchdog_keeps_a_long_hold,
     loss_signal_fires_when_the_lock_disappears,
     dropped_guard_frees_the_lock,
