@@ -276,11 +276,12 @@ impl LockManagerBuilder {
     /// left, the next holder takes the hold over as it stands, under the releaser's owner
     /// id: nothing is sent, and its watchdog renews the lease from where it stands.
     /// Otherwise the release's own script rewrites the lock's owner: one round trip per
-    /// hand-over instead of two (release, then acquire). Nothing is published either way. The lock is never free in
-    /// between, so other processes (Redisson's included) see it held throughout, and their
-    /// waiters get a chance when a release frees it. Within a process, waiters are served
-    /// in order either way. Not used with [`RedisBackend::replica_ack`], nor by the memory
-    /// backend, whose releases wake the next waiter at once.
+    /// hand-over instead of two (release, then acquire). Nothing is published either way.
+    /// The lock is never free in between, so other processes (Redisson's included) see it
+    /// held throughout, and their waiters get a chance when a release frees it. Within a
+    /// process, waiters are served in order either way. Not used with
+    /// [`RedisBackend::replica_ack`], nor by the memory backend, whose releases wake the
+    /// next waiter at once.
     pub fn hand_over_limit(mut self, limit: u32) -> Self {
         self.settings.hand_over_limit = limit;
         self
