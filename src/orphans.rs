@@ -45,7 +45,6 @@ pub(crate) struct Queued<'a> {
     pub(crate) ticket: Option<Ticket>,
     pub(crate) inner: &'a Arc<ManagerInner>,
     pub(crate) key: &'a LockKey,
-    pub(crate) owner: &'a OwnerId,
     pub(crate) lease: Duration,
 }
 
@@ -69,11 +68,9 @@ impl Drop for Queued<'_> {
         let Some(mut ticket) = self.ticket.take() else {
             return;
         };
-        if !ticket.leave() {
+        let Some(owner) = ticket.leave() else {
             return;
-        }
-        // A hold taken over as it stands is held under the releaser's owner id.
-        let owner = ticket.adopted().unwrap_or_else(|| self.owner.clone());
+        };
         let release = release_unowned(self.inner.clone(), self.key.clone(), owner, self.lease);
         match self.inner.runtime() {
             Some(runtime) => drop(runtime.spawn(release)),

@@ -327,7 +327,6 @@ async fn wait_for(
         ticket: Some(inner.queues.join(key, holder_lease, owner, lease, renewed)),
         inner,
         key,
-        owner,
         lease,
     };
     let mut last_error: Option<BackendError> = None;
@@ -357,9 +356,8 @@ async fn wait_for(
                     }
                 }
             }
-            Turn::Handed(lease_from) => {
+            Turn::Handed(lease_from, adopted) => {
                 let claim = inner.queues.claim(key);
-                let adopted = ticket.get().adopted();
                 ticket.acquired();
                 return Ok((lease_from, started.elapsed(), claim, adopted));
             }

@@ -92,9 +92,6 @@ pub(crate) struct Waiter {
     /// Whether a watchdog will renew its lease (no explicit lease): only then may it take
     /// over a hold of this process as it stands (see [`Offer::adopt`]).
     renewed: bool,
-    /// Set when a release of this process gave it its hold as it stands: the owner id the
-    /// lock is held under.
-    adopted: std::sync::OnceLock<OwnerId>,
     /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
     offer: Mutex<OfferState>,
 }
@@ -429,7 +426,6 @@ impl WaitQueues {
             owner: owner.clone(),
             lease,
             renewed,
-            adopted: std::sync::OnceLock::new(),
             offer: Mutex::new(OfferState::Idle),
         });
         let mut state = self.lock(key);

@@ -23,7 +23,7 @@ use crate::backend::Successor;
 use crate::key::OwnerId;
 
 /// Where a hand-over to a waiter stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum OfferState {
     /// Waiting; a release may offer it the lock.
     Idle,
@@ -31,8 +31,9 @@ pub(super) enum OfferState {
     Trying,
     /// A release is on its way that may hand it the lock.
     Offered,
-    /// The lock is its own; its lease runs from this instant.
-    Handed(Instant),
+    /// The lock is its own; its lease runs from this instant. `Some`: it took a hold of
+    /// this process over as it stands, held under that owner id (else under its own).
+    Handed(Instant, Option<OwnerId>),
     /// It left the queue (gave up, or was dropped).
     Gone,
 }
@@ -69,29 +70,24 @@ impl Offer {
     /// The waiter takes over the releaser's hold as it stands: held under `owner`, its lease
     /// running from `lease_from`. `false`: the waiter left meanwhile; nothing was handed,
     /// and the releaser releases as usual.
-    pub(crate) fn adopt(mut self, owner: OwnerId, lease_from: Instant) -> bool {
-        self.settled = true;
-        let mut offer = self.waiter.offer();
-        if *offer != OfferState::Offered {
-            return false;
-        }
-        // Set once: a waiter is handed a lock at most once.
-        let _ = self.waiter.adopted.set(owner);
-        *offer = OfferState::Handed(lease_from);
-        drop(offer);
-        self.waiter.wake.notify_one();
-        true
+    pub(crate) fn adopt(self, owner: OwnerId, lease_from: Instant) -> bool {
+        self.hand(lease_from, Some(owner))
     }
 
     /// The release, sent at `sent`, handed the lock over. `false`: the waiter left
     /// meanwhile, so the lock is held in its name and must be released for it.
-    pub(crate) fn handed(mut self, sent: Instant) -> bool {
+    pub(crate) fn handed(self, sent: Instant) -> bool {
+        self.hand(sent, None)
+    }
+
+    /// Tells the waiter the lock is its own (see [`OfferState::Handed`]), unless it left.
+    fn hand(mut self, lease_from: Instant, adopted: Option<OwnerId>) -> bool {
         self.settled = true;
         let mut offer = self.waiter.offer();
         if *offer != OfferState::Offered {
             return false;
         }
-        *offer = OfferState::Handed(sent);
+        *offer = OfferState::Handed(lease_from, adopted);
         drop(offer);
         self.waiter.wake.notify_one();
         true

@@ -137,7 +137,7 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
         panic!("an idle head")
     };
     assert!(offer.handed(sent));
-    assert!(matches!(first.turn(), Turn::Handed(at) if at == sent));
+    assert!(matches!(first.turn(), Turn::Handed(at, None) if at == sent));
     first.acquired(Duration::from_secs(30));
 
     let mut second = waiting(&queues, &key, "a:2");
@@ -145,7 +145,7 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
         panic!("an idle head")
     };
     assert!(
-        !second.leave(),
+        second.leave().is_none(),
         "left before the outcome: nothing to release yet"
     );
     assert!(!offer.handed(sent), "the release learns the waiter left");
@@ -156,7 +156,7 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     };
     assert!(offer.handed(sent));
     assert!(
-        third.leave(),
+        third.leave().is_some(),
         "handed the lock, left without it: release it for it"
     );
     assert_eq!(queues.counts(), (0, 0, 0));

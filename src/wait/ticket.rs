@@ -15,8 +15,9 @@ pub(crate) enum Turn {
     /// Wait for a signal, or until `Some(instant)` at the latest (then try).
     Wait(Option<Instant>),
     /// A release handed this waiter the lock; its lease runs from this instant (when the
-    /// release was sent, or the adopted hold's last acquisition or renewal).
-    Handed(Instant),
+    /// release was sent, or the adopted hold's last acquisition or renewal). `Some`: the
+    /// owner id of a hold of this process taken over as it stands.
+    Handed(Instant, Option<OwnerId>),
 }
 
 /// A place in a wait queue. Dropping it leaves the queue.
@@ -39,7 +40,9 @@ impl Ticket {
         };
         let mut offer = self.waiter.offer();
         match *offer {
-            OfferState::Handed(sent) => return Turn::Handed(sent),
+            OfferState::Handed(lease_from, ref adopted) => {
+                return Turn::Handed(lease_from, adopted.clone())
+            }
             // The release that offered it the lock will say how it went.
             OfferState::Offered => return Turn::Wait(None),
             _ => {}
@@ -60,12 +63,6 @@ impl Ticket {
         // No release offers it the lock while its own attempt is on its way.
         *offer = OfferState::Trying;
         Turn::Try
-    }
-
-    /// The owner id of a hold that a release of this process handed over as it stands
-    /// (see [`Offer::adopt`](super::Offer::adopt)); `None` for the waiter's own.
-    pub(crate) fn adopted(&self) -> Option<OwnerId> {
-        self.waiter.adopted.get().cloned()
     }
 
     /// Waits for a signal (unlock, promotion, subscription).
@@ -89,16 +86,22 @@ impl Ticket {
         self.acquired_for = Some(lease);
     }
 
-    /// Leaves the queue. `true`: a release handed this waiter the lock and it did not take
+    /// Leaves the queue. `Some`: a release handed this waiter the lock and it did not take
     /// it ([`acquired`](Self::acquired) was not called): the caller must release it for
-    /// the waiter. Dropping the ticket leaves too, and ignores that case.
-    pub(crate) fn leave(&mut self) -> bool {
+    /// the waiter, under the owner id it is held under. Dropping the ticket leaves too, and
+    /// ignores that case.
+    pub(crate) fn leave(&mut self) -> Option<OwnerId> {
         if std::mem::replace(&mut self.left, true) {
-            return false;
+            return None;
         }
         let mut state = self.queues.lock(&self.key);
         let before = std::mem::replace(&mut *self.waiter.offer(), OfferState::Gone);
-        let orphaned = matches!(before, OfferState::Handed(_)) && self.acquired_for.is_none();
+        let orphaned = match before {
+            OfferState::Handed(_, adopted) if self.acquired_for.is_none() => {
+                Some(adopted.unwrap_or_else(|| self.waiter.owner.clone()))
+            }
+            _ => None,
+        };
         let Some(queue) = state.queues.get_mut(&self.key) else {
             return orphaned;
         };
