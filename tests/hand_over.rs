@@ -85,17 +85,37 @@ async fn holders(client: &Client, name: &str) -> Vec<(String, String)> {
     fields
 }
 
-/// Scripts run and messages published on `client`'s server since `before`.
-async fn commands_since(client: &Client, before: (u64, u64)) -> (u64, u64) {
-    let now = commands(client).await;
-    (now.0 - before.0, now.1 - before.1)
+/// A hand-over from `first` to the queued `second`, as Redis saw it.
+struct Handed {
+    second: LockGuard,
+    first_owner: OwnerId,
+    /// Scripts run and messages published for it (the server must be the test's own).
+    commands: (u64, u64),
+    /// The lock's fields and its PTTL (ms) just after.
+    holders: Vec<(String, String)>,
+    pttl: i64,
 }
 
-async fn commands(client: &Client) -> (u64, u64) {
-    (
-        support::command_calls(client, "evalsha").await,
-        support::command_calls(client, "publish").await,
-    )
+/// Releases `first`, which hands the lock to `second`.
+async fn hand_over(client: &Client, name: &str, first: LockGuard, second: Waiter) -> Handed {
+    async fn commands(client: &Client) -> (u64, u64) {
+        (
+            support::command_calls(client, "evalsha").await,
+            support::command_calls(client, "publish").await,
+        )
+    }
+    let first_owner = first.owner().clone();
+    let before = commands(client).await;
+    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
+    let second = second.await.unwrap().expect("handed the lock");
+    let after = commands(client).await;
+    Handed {
+        second,
+        first_owner,
+        commands: (after.0 - before.0, after.1 - before.1),
+        holders: holders(client, name).await,
+        pttl: client.pttl(name).await.unwrap(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,23 +129,25 @@ async fn a_last_release_hands_its_hold_as_it_stands_to_the_next_local_waiter() {
     let name = support::unique("hand-over");
     let (first, second) =
         first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
-    let first_owner = first.owner().clone();
 
-    let before = commands(&client).await;
-    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
-    let second = second.await.unwrap().expect("handed the lock");
+    let Handed {
+        second,
+        first_owner,
+        commands,
+        holders,
+        pttl,
+    } = hand_over(&client, &name, first, second).await;
     assert_eq!(
-        commands_since(&client, before).await,
+        commands,
         (0, 0),
         "nothing sent: no script run, nothing to announce"
     );
     assert_eq!(second.owner(), &first_owner, "held under the same owner id");
     assert_eq!(
-        holders(&client, &name).await,
+        holders,
         vec![(first_owner.as_str().to_owned(), "1".to_owned())],
         "the lock is as it was, with one hold"
     );
-    let pttl: i64 = client.pttl(&name).await.unwrap();
     assert!(pttl > 20_000, "with its lease ({pttl} ms)");
 
     // Redisson sees it held throughout, and gets it once it is freed.
@@ -147,20 +169,23 @@ async fn a_waiter_with_an_explicit_lease_is_made_the_owner_in_the_release_s_scri
     let (first, second) =
         first_holds_second_waits(&locks, &redisson, &name, HandOver::InTheScript).await;
 
-    let before = commands(&client).await;
-    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
-    let second = second.await.unwrap().expect("handed the lock");
+    let Handed {
+        second,
+        commands,
+        holders,
+        pttl,
+        ..
+    } = hand_over(&client, &name, first, second).await;
     assert_eq!(
-        commands_since(&client, before).await,
+        commands,
         (1, 0),
         "one script run for release and acquisition; the lock was never free: nothing to announce"
     );
     assert_eq!(
-        holders(&client, &name).await,
+        holders,
         vec![(second.owner().as_str().to_owned(), "1".to_owned())],
         "the lock is the second waiter's, with one hold"
     );
-    let pttl: i64 = client.pttl(&name).await.unwrap();
     assert!(pttl > 20_000, "with its lease ({pttl} ms)");
     assert!(redisson.try_lock(&name, 30_000).await.is_some());
     assert_eq!(second.release().await.unwrap(), Released::Unlocked);
@@ -225,23 +250,20 @@ async fn a_hold_with_less_than_half_its_lease_left_is_handed_over_in_the_script(
         !first.is_lost(),
         "not lost before its lease could have ended"
     );
-    let first_owner = first.owner().clone();
-
-    let before = commands(&client).await;
-    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
-    let second = second.await.unwrap().expect("handed the lock");
-    assert_eq!(
-        commands_since(&client, before).await,
-        (1, 0),
-        "one script run"
-    );
+    let Handed {
+        second,
+        first_owner,
+        commands,
+        holders,
+        pttl,
+    } = hand_over(&client, &name, first, second).await;
+    assert_eq!(commands, (1, 0), "one script run");
     assert_ne!(second.owner(), &first_owner, "an owner id of its own");
     assert_eq!(
-        holders(&client, &name).await,
+        holders,
         vec![(second.owner().as_str().to_owned(), "1".to_owned())],
         "the lock is the second waiter's"
     );
-    let pttl: i64 = client.pttl(&name).await.unwrap();
     assert!(pttl > 1_000, "with a lease of its own ({pttl} ms)");
     assert_eq!(second.release().await.unwrap(), Released::Unlocked);
 }
