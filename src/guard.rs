@@ -45,7 +45,7 @@ pub(crate) struct Hold {
     /// start for a hold that an in-process backend granted without one).
     pub(crate) claim: Mutex<Option<Claim>>,
     /// The lease cannot end before this: its last acquisition or renewal was sent a lease
-    /// before. Kept by the watchdog, for a hand-over of the hold as it stands.
+    /// before. Moved on by the watchdog's renewals.
     pub(crate) valid_until: Mutex<Instant>,
 }
 
@@ -57,6 +57,16 @@ impl Hold {
         self.manager.renewals.cancel(slot);
     }
 
+    /// When the lease may end at the earliest.
+    pub(crate) fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A renewal sent a lease before `until` succeeded.
+    pub(crate) fn renewed_until(&self, until: Instant) {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    }
+
     /// When the lease of a last hold, about to be handed to `offer`'s waiter, started, if
     /// the waiter may take the hold over as it stands: both are renewed by a watchdog with
     /// the same lease, the lock is not lost, and at least half its lease is left (the
@@ -65,7 +75,7 @@ impl Hold {
         if !self.renewed || !offer.can_adopt(self.lease) || self.loss.is_lost() {
             return None;
         }
-        let valid_until = *self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
+        let valid_until = self.valid_until();
         (valid_until >= Instant::now() + self.lease / 2).then(|| valid_until - self.lease)
     }
 

@@ -222,9 +222,9 @@ impl Holding {
         if !renewed {
             return (LockGuard::new(hold), None);
         }
-        let keeper = Keeper::new(lease, acquired_at);
+        let keeper = Keeper::new(lease);
         if spawn_watchdog {
-            let due = keeper.first_due();
+            let due = keeper.first_due(&hold);
             hold.manager.renewals.schedule(hold.clone(), keeper, due);
             (LockGuard::new(hold), None)
         } else {

@@ -100,30 +100,27 @@ impl Drop for Renewing<'_> {
     }
 }
 
-/// The renewal schedule of one hold: when the lease may end, and when to renew next.
+/// The renewal schedule of one hold: its lease, and how long to wait before retrying. When
+/// the lease may end is the hold's own (`Hold::valid_until`).
 #[derive(Debug, Clone)]
 pub(crate) struct Keeper {
     lease: Duration,
     period: Duration,
-    valid_until: Instant,
     retry: Duration,
 }
 
 impl Keeper {
-    /// `acquired_at` is when the acquisition was sent: the lease cannot end before
-    /// `acquired_at + lease`.
-    pub(crate) fn new(lease: Duration, acquired_at: Instant) -> Self {
+    pub(crate) fn new(lease: Duration) -> Self {
         Keeper {
             lease,
             period: lease / 3,
-            valid_until: acquired_at + lease,
             retry: MIN_RETRY,
         }
     }
 
-    /// When the first renewal is due.
-    pub(crate) fn first_due(&self) -> Instant {
-        self.valid_until - self.lease + self.period
+    /// When the first renewal of `hold` is due.
+    pub(crate) fn first_due(&self, hold: &Hold) -> Instant {
+        hold.valid_until() - self.lease + self.period
     }
 }
 
@@ -143,15 +140,15 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
         hold.loss.fire();
         None
     };
-    match tokio::time::timeout_at(keeper.valid_until, renewal).await {
+    let valid_until = hold.valid_until();
+    match tokio::time::timeout_at(valid_until, renewal).await {
         Ok(Ok(true)) => {
-            keeper.valid_until = sent + keeper.lease;
-            *hold.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = keeper.valid_until;
+            hold.renewed_until(sent + keeper.lease);
             keeper.retry = MIN_RETRY;
             Some(sent + keeper.period)
         }
         Ok(Ok(false)) => lost("the renewal found it gone (expired or deleted)"),
-        Ok(Err(error)) if Instant::now() + keeper.retry < keeper.valid_until => {
+        Ok(Err(error)) if Instant::now() + keeper.retry < valid_until => {
             tracing::warn!(key = %key, %error, "tower-lock: lease renewal failed; retrying while the lease may still run");
             let next = Instant::now() + keeper.retry;
             keeper.retry = (keeper.retry * 2).min(keeper.period.max(MIN_RETRY));
@@ -165,7 +162,7 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
 /// The watchdog as a future, for a caller that polls it itself (the HTTP layer's response
 /// future): completes when the lock is lost or the hold released.
 pub(crate) async fn keep_alive(hold: Arc<Hold>, mut keeper: Keeper) {
-    let mut next = keeper.first_due();
+    let mut next = keeper.first_due(&hold);
     loop {
         tokio::time::sleep_until(next).await;
         match renew_once(&hold, &mut keeper).await {
