@@ -33,13 +33,10 @@ enum HandOver {
 /// A waiter of `locks` on `name`, spawned and queued as the `position`th waiter; with an
 /// explicit lease for [`HandOver::InTheScript`].
 async fn queued_waiter(locks: &LockManager, name: &str, position: usize, how: HandOver) -> Waiter {
-    let (owned_locks, owned_name) = (locks.clone(), name.to_owned());
-    let waiter = tokio::spawn(async move {
-        let lock = owned_locks.lock(&owned_name).wait(Duration::from_secs(20));
-        match how {
-            HandOver::AsItStands => lock.acquire().await,
-            HandOver::InTheScript => lock.lease(Duration::from_secs(30)).acquire().await,
-        }
+    let lock = locks.lock(name).wait(Duration::from_secs(20));
+    let waiter = tokio::spawn(match how {
+        HandOver::AsItStands => lock.acquire(),
+        HandOver::InTheScript => lock.lease(Duration::from_secs(30)).acquire(),
     });
     support::eventually("the waiter queued", || async {
         (locks.waiting(name) == position).then_some(())

@@ -373,6 +373,5 @@ pub fn spawn_waiter(
     name: &str,
     wait: Duration,
 ) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, tower_lock::LockError>> {
-    let (locks, name) = (locks.clone(), name.to_owned());
-    tokio::spawn(async move { locks.lock(&name).wait(wait).acquire().await })
+    tokio::spawn(locks.lock(name).wait(wait).acquire())
 }
