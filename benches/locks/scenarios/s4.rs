@@ -37,9 +37,7 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
             Some((locks, true)) => app.route_layer(layer()).layer(Extension(locks.clone())),
             None => app,
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        addrs.push(listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        addrs.push(serve(app).await);
     }
     // S4b's floors: no lock, but a handler that makes one or two `EVAL "return 1"`s per
     // request through the Redis variant's client (two: the round trips of a lock without
@@ -57,9 +55,7 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
             "ok"
         };
         let app = Router::new().route("/k/{key}", post(handler));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        floor_addrs.push(listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        floor_addrs.push(serve(app).await);
     }
     let sequence = Arc::new(AtomicU64::new(0));
     // (a) one connection per variant, sequential requests, distinct keys; the variants
@@ -249,6 +245,14 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         }
         Err(why) => report.add(section, "not measured", why, 0.0),
     }
+}
+
+/// Serves `app` on a loopback port of its own, in the background.
+async fn serve(app: Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
 }
 
 /// Requests per variant of `addrs` over 64 connections, the variants taking turns (see
