@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
+use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs, ReleaseReply};
 use crate::count::{Count, Counted};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
@@ -15,7 +15,7 @@ use crate::manager::ManagerInner;
 use crate::orphans::release_unowned;
 use crate::request::InlineWatchdog;
 use crate::settle::Settle;
-use crate::wait::{Claim, Next, Offer};
+use crate::wait::{Claim, Offer, Wake};
 use crate::watchdog::{keep_alive, Keeper, RenewGate};
 
 /// Pauses before re-sending a failed release (about 1.5 s in all).
@@ -37,6 +37,7 @@ pub(crate) struct Hold {
     /// The owner's count in the backend; locked around every change so that each change
     /// is sent with the count it expects.
     pub(crate) count: Count,
+    /// When the lease may end, and whether the lock was found lost.
     pub(crate) loss: Loss,
     /// Closed before the last release: no renewal after it. Also keeps the hold's place in
     /// the manager's renewal schedule.
@@ -44,9 +45,40 @@ pub(crate) struct Hold {
     /// This process's claim on the name, ended by the last release (`None` from the
     /// start for a hold that an in-process backend granted without one).
     pub(crate) claim: Mutex<Option<Claim>>,
-    /// The lease cannot end before this: its last acquisition or renewal was sent a lease
-    /// before. Moved on by the watchdog's renewals.
-    pub(crate) valid_until: Mutex<Instant>,
+}
+
+/// How long this process's next waiter holds back after a release freed the lock while
+/// waiters of other processes listen: about two round trips (the unlock message's way to
+/// them and their acquisition's way back), so that their attempt lands first. Without it
+/// the releasing process, whose waiter is woken as the release returns, would take the
+/// lock back nearly every time (measured: a waiter of another process starved for 10 s
+/// while one process made 500 acquisitions).
+const COURTESY_MIN: Duration = Duration::from_millis(1);
+const COURTESY_MAX: Duration = Duration::from_millis(50);
+
+/// The next local waiter's wake-up after a last release answered `reply` (sent a round
+/// trip `round_trip` long) when this process's own subscription `heard` the unlock.
+fn wake_after(
+    reply: &Result<ReleaseReply, BackendError>,
+    heard: bool,
+    round_trip: Duration,
+) -> Wake {
+    match reply {
+        // The backend made the waiter the owner: it was told by its offer.
+        Ok(ReleaseReply {
+            released: Released::HandedOver,
+            ..
+        }) => Wake::No,
+        Ok(ReleaseReply {
+            released: Released::Unlocked,
+            listeners: Some(listeners),
+        }) if *listeners > u32::from(heard) => {
+            Wake::After((round_trip * 2).clamp(COURTESY_MIN, COURTESY_MAX))
+        }
+        // Free, with nobody else listening; or not ours any more (expired, deleted, taken
+        // by another), or unknown: the next waiter asks the backend at once and learns.
+        _ => Wake::Now,
+    }
 }
 
 impl Hold {
@@ -57,28 +89,6 @@ impl Hold {
         self.manager.renewals.cancel(slot);
     }
 
-    /// When the lease may end at the earliest.
-    pub(crate) fn valid_until(&self) -> Instant {
-        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A renewal sent a lease before `until` succeeded.
-    pub(crate) fn renewed_until(&self, until: Instant) {
-        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
-    }
-
-    /// When the lease of a last hold, about to be handed to `offer`'s waiter, started, if
-    /// the waiter may take the hold over as it stands: both are renewed by a watchdog with
-    /// the same lease, the lock is not lost, and at least half its lease is left (the
-    /// watchdog renews at a third, so a healthy hold always has two thirds).
-    fn adoptable(&self, offer: &Offer) -> Option<Instant> {
-        if !self.renewed || !offer.can_adopt(self.lease) || self.loss.is_lost() {
-            return None;
-        }
-        let valid_until = self.valid_until();
-        (valid_until >= Instant::now() + self.lease / 2).then(|| valid_until - self.lease)
-    }
-
     /// Drops one hold, with the count lock already taken. Runs to the end even if its
     /// caller goes away.
     fn release(mut count: Counted<Arc<Self>>) -> Settle<Result<Released, BackendError>> {
@@ -87,33 +97,19 @@ impl Hold {
             // hold is borrowed from the count lock that carries it.
             let mut remaining = *count;
             let this: &Hold = count.hold();
-            if remaining <= 1 {
+            let last = remaining <= 1;
+            if last {
                 this.stop_watchdog().await;
             }
-            // The last hold goes straight to the next local waiter, if there is one free
-            // to take it.
-            let next = if remaining <= 1 && this.manager.hands_over {
+            // The last hold may go straight to the next local waiter, in the release's own
+            // step: the backend checks that this owner still holds the lock and makes the
+            // waiter the owner, or hands nothing over.
+            let offer = if last && this.manager.hands_over {
                 let limit = this.manager.settings.hand_over_limit;
                 this.manager.queues.offer_next(&this.key, limit)
             } else {
-                Next::Nobody
+                None
             };
-            let (mut offer, yielding) = match next {
-                Next::Offered(offer) => (Some(offer), false),
-                Next::Nobody => (None, false),
-                Next::Yield => (None, true),
-            };
-            // The waiter takes the hold over as it stands, with nothing sent (see
-            // `Offer::adopt`); if it left meanwhile, the lock is released as usual.
-            if let Some(lease_from) = offer.as_ref().and_then(|offer| this.adoptable(offer)) {
-                let offer = offer.take().expect("checked above");
-                if offer.adopt(this.owner.clone(), lease_from) {
-                    let result = Ok(Released::HandedOver);
-                    this.settled(&mut remaining, &result, None, false, false);
-                    *count = remaining;
-                    return result;
-                }
-            }
             let mut args = ReleaseArgs {
                 key: this.key.clone(),
                 owner: this.owner.clone(),
@@ -121,19 +117,29 @@ impl Hold {
                 expected: remaining,
                 successor: offer.as_ref().map(Offer::successor),
             };
-            // Our unlock message is expected back (and ignored), unless this process
-            // yields: then it wakes our next waiter.
-            let unlock_expected =
-                remaining <= 1 && !yielding && this.manager.queues.expect_unlock(&this.key);
+            // Our unlock message is expected back (and ignored): counted when this process
+            // listens on the name, which also makes it one of the listeners the release
+            // reports.
+            let heard = last && this.manager.queues.expect_unlock(&this.key);
             // A release is safe to re-send (it carries the count it expects): ride out a
             // short failure (a failover, a reconnect) before giving the lock up to its
             // lease.
             let mut sent = Instant::now();
-            let mut result = this.manager.backend.release(args.clone()).await;
+            let mut reply = this.manager.backend.release(args.clone()).await;
+            let round_trip = sent.elapsed();
             if let Some(offer) = offer {
                 // The waiter learns the outcome now; re-sends below only free the lock.
+                // Anything but the backend's word that it made the waiter the owner (a
+                // lock found gone, an error) drops the offer: the waiter tries itself.
                 let successor = args.successor.take();
-                if matches!(result, Ok(Released::HandedOver)) && !offer.handed(sent) {
+                let handed = matches!(
+                    reply,
+                    Ok(ReleaseReply {
+                        released: Released::HandedOver,
+                        ..
+                    })
+                );
+                if handed && !offer.handed(sent) {
                     if let (Some(successor), Some(runtime)) = (successor, this.manager.runtime()) {
                         // The waiter left meanwhile: release the lock in its name.
                         runtime.spawn(release_unowned(
@@ -147,21 +153,23 @@ impl Hold {
             }
             let mut resent = false;
             for delay in RELEASE_RETRIES {
-                if result.is_ok() {
+                if reply.is_ok() {
                     break;
                 }
                 tokio::time::sleep(delay).await;
                 sent = Instant::now();
                 resent = true;
-                result = this.manager.backend.release(args.clone()).await;
+                reply = this.manager.backend.release(args.clone()).await;
             }
-            if unlock_expected {
-                let unlocked = matches!(result, Ok(Released::Unlocked));
+            let wake = wake_after(&reply, heard, round_trip);
+            let released = reply.map(|reply| reply.released);
+            if heard {
+                let unlocked = matches!(released, Ok(Released::Unlocked));
                 this.manager.queues.unlock_settled(&this.key, unlocked);
             }
-            this.settled(&mut remaining, &result, Some(sent), resent, yielding);
+            this.settled(&mut remaining, &released, Some(sent), resent, wake);
             *count = remaining;
-            result
+            released
         });
         Settle::new(operation, |_| None)
     }
@@ -184,37 +192,36 @@ impl Hold {
             successor: None,
         };
         // An error falls back to `release`, which re-sends it.
-        let released = self.manager.backend.release_now(&args)?.ok()?;
-        let result = Ok(released);
-        self.settled(&mut count, &result, None, false, false);
+        let reply = self.manager.backend.release_now(&args)?.ok()?;
+        let result = Ok(reply.released);
+        // One process: nobody else to let go first.
+        self.settled(&mut count, &result, None, false, Wake::Now);
         Some(result)
     }
 
-    /// Counts a release that has been answered: ends the claim at zero, moves or fires
-    /// the loss signal, and says what went wrong. `sent`: when it was sent (`None`:
-    /// answered at once, just now). `yielding`: the next local waiter is woken by the
-    /// unlock message, not now (see [`Next::Yield`]).
+    /// Counts a release that has been answered: at zero ends the claim, waking the next
+    /// local waiter as `wake` says; moves or fires the loss signal; says what went wrong.
+    /// `sent`: when it was sent (`None`: answered at once, just now).
     fn settled(
         &self,
         count: &mut u32,
         result: &Result<Released, BackendError>,
         sent: Option<Instant>,
         resent: bool,
-        yielding: bool,
+        wake: Wake,
     ) {
         *count = count.saturating_sub(1);
         if *count == 0 {
-            let unlocked = matches!(result, Ok(Released::Unlocked)) && !yielding;
             let claim = self.claim.lock().unwrap_or_else(|e| e.into_inner()).take();
             match claim {
-                Some(claim) => claim.end(unlocked),
-                None if unlocked => self.manager.queues.released_unclaimed(&self.key),
-                None => {}
+                Some(claim) => claim.end(wake),
+                None => self.manager.queues.released_unclaimed(&self.key, wake),
             }
         }
         match result {
             Ok(Released::Unlocked | Released::HandedOver) => {}
             Ok(Released::StillHeld) => {
+                // The release set the lease again.
                 let sent = sent.unwrap_or_else(Instant::now);
                 self.loss.extend(sent + self.lease);
             }
@@ -225,7 +232,7 @@ impl Hold {
                 if resent {
                     tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: a release re-sent after an error found the lock gone (the failed send released it, or its lease had ended)");
                 } else {
-                    tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: released a lock that was no longer held (its lease had ended)");
+                    tracing::warn!(key = %self.key, owner = %self.owner, "tower-lock: released a lock that was no longer held (its lease had ended, or it was deleted)");
                 }
             }
             Err(error) => {

@@ -69,7 +69,7 @@ pub use held::HeldLock;
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use key_source::KeySource;
 pub use layer::LockLayer;
-pub use loss::LossSignal;
+pub use loss::{LossMargin, LossSignal};
 pub use manager::{
     LockManager, LockManagerBuilder, ManagerStats, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
     DEFAULT_WAIT, MAX_LEASE,

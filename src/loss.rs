@@ -1,14 +1,70 @@
-//! The signal that tells a holder its lock is gone.
+//! The signal that tells a holder its lock is gone, a margin before its lease could end.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+/// How long before a lease could end its holder is told that the lock may be lost: the
+/// loss signal fires (and [`is_lost`](crate::LockGuard::is_lost) turns `true`) at
+/// `lease end − margin`, with `margin = lease × per_lease + fixed`, at most a third of the
+/// lease. The default, 1 % of the lease plus 2 ms, is Redlock's clock-drift allowance.
+///
+/// The lease end a holder knows is the instant its last acquisition or renewal was *sent*
+/// plus the lease; Redis counts from when it *ran* the command, a little later. Yet
+/// clocks drift, and a holder that acts on the signal (stops writing, aborts its request)
+/// needs time to stop: the margin is that time. Set it with
+/// [`LockManagerBuilder::loss_margin`](crate::LockManagerBuilder::loss_margin).
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_lock::LossMargin;
+///
+/// let margin = LossMargin::default().for_lease(Duration::from_secs(30));
+/// assert_eq!(margin, Duration::from_millis(302));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossMargin {
+    /// The share of the lease (0.01: 1 %). Values outside `0.0..=1.0` are clamped.
+    pub per_lease: f64,
+    /// Added to the share.
+    pub fixed: Duration,
+}
+
+impl LossMargin {
+    /// 1 % of the lease plus 2 ms.
+    pub const DEFAULT: LossMargin = LossMargin {
+        per_lease: 0.01,
+        fixed: Duration::from_millis(2),
+    };
+
+    /// The margin for `lease`: `lease × per_lease + fixed`, at most `lease / 3` (so that
+    /// the watchdog, which renews every third of the lease, has time to renew first).
+    pub fn for_lease(&self, lease: Duration) -> Duration {
+        let share = if self.per_lease.is_finite() {
+            self.per_lease.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        lease
+            .mul_f64(share)
+            .saturating_add(self.fixed)
+            .min(lease / 3)
+    }
+}
+
+impl Default for LossMargin {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// Completes or reports `true` once the lock may no longer be held by its owner: a renewal
-/// found it gone, renewals failed until the lease could have run out, or (with an explicit
-/// lease) the lease ended.
+/// found it gone, no renewal succeeded by the loss deadline, or (with an explicit lease)
+/// the loss deadline passed. The loss deadline is a [`LossMargin`] before the lease could
+/// end.
 ///
 /// Cheap to clone; every clone watches the same hold.
 #[derive(Clone, Debug)]
@@ -20,47 +76,51 @@ pub struct LossSignal {
 struct Inner {
     lost: AtomicBool,
     notify: Notify,
-    /// With an explicit lease: when it ends (nobody renews it).
-    expires: Option<Mutex<Instant>>,
+    /// The loss deadline (the lease end as known, minus the margin).
+    deadline: Mutex<Instant>,
 }
 
 impl LossSignal {
-    pub(crate) fn new(expires: Option<Instant>) -> Self {
+    fn new(deadline: Instant, lost: bool) -> Self {
         LossSignal {
             inner: Arc::new(Inner {
-                lost: AtomicBool::new(false),
+                lost: AtomicBool::new(lost),
                 notify: Notify::new(),
-                expires: expires.map(Mutex::new),
+                deadline: Mutex::new(deadline),
             }),
         }
     }
 
-    fn expires(&self) -> Option<Instant> {
-        self.inner
-            .expires
-            .as_ref()
-            .map(|m| *m.lock().unwrap_or_else(|e| e.into_inner()))
+    fn deadline(&self) -> Instant {
+        *self
+            .inner
+            .deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// An explicit lease was set again (reentry, partial release) at `expires`.
-    pub(crate) fn extend(&self, expires: Instant) {
-        if let Some(m) = &self.inner.expires {
-            *m.lock().unwrap_or_else(|e| e.into_inner()) = expires;
-        }
+    fn move_deadline(&self, deadline: Instant) {
+        *self
+            .inner
+            .deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = deadline;
     }
 
-    pub(crate) fn fire(&self) {
+    fn fire(&self) {
         self.inner.lost.store(true, Ordering::Release);
         self.inner.notify.notify_waiters();
     }
 
     /// Whether the lock is known or presumed lost, without waiting.
     pub fn is_lost(&self) -> bool {
-        self.inner.lost.load(Ordering::Acquire)
-            || self.expires().is_some_and(|at| at <= Instant::now())
+        self.inner.lost.load(Ordering::Acquire) || self.deadline() <= Instant::now()
     }
 
     /// Completes when the lock is lost; never, while it is held.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
     pub async fn lost(&self) {
         loop {
             let notified = self.inner.notify.notified();
@@ -69,21 +129,18 @@ impl LossSignal {
             if self.is_lost() {
                 return;
             }
-            match self.expires() {
-                Some(at) => {
-                    tokio::select! {
-                        _ = notified => {}
-                        _ = tokio::time::sleep_until(at) => {}
-                    }
-                }
-                None => notified.await,
+            // A renewal may move the deadline meanwhile: look again when it passes.
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(self.deadline()) => {}
             }
         }
     }
 }
 
-/// A hold's loss state. The [`LossSignal`] handed out is made only when first asked for
-/// (most holds are released without anyone asking: one allocation less per lock).
+/// A hold's loss state: when its lease may end, and whether it was found lost. The
+/// [`LossSignal`] handed out is made only when first asked for (most holds are released
+/// without anyone asking: one allocation less per lock).
 #[derive(Debug)]
 pub(crate) struct Loss {
     state: Mutex<LossState>,
@@ -92,57 +149,71 @@ pub(crate) struct Loss {
 #[derive(Debug)]
 struct LossState {
     lost: bool,
-    /// With an explicit lease: when it ends.
-    expires: Option<Instant>,
+    /// The lease cannot end before this: its last acquisition or renewal was sent a lease
+    /// before.
+    valid_until: Instant,
+    margin: Duration,
     /// Kept in step with the fields above (changed under the same lock).
     signal: Option<LossSignal>,
 }
 
+impl LossState {
+    fn deadline(&self) -> Instant {
+        self.valid_until - self.margin
+    }
+}
+
 impl Loss {
-    pub(crate) fn new(expires: Option<Instant>) -> Self {
+    /// A hold whose lease runs until `valid_until`, told of its loss `margin` before.
+    pub(crate) fn new(valid_until: Instant, margin: Duration) -> Self {
         Loss {
             state: Mutex::new(LossState {
                 lost: false,
-                expires,
+                valid_until,
+                margin,
                 signal: None,
             }),
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, LossState> {
+    fn state(&self) -> MutexGuard<'_, LossState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The signal, made now if nobody asked for it before.
     pub(crate) fn signal(&self) -> LossSignal {
         let mut state = self.state();
-        let (lost, expires) = (state.lost, state.expires);
+        let (lost, deadline) = (state.lost, state.deadline());
         state
             .signal
-            .get_or_insert_with(|| {
-                let signal = LossSignal::new(expires);
-                if lost {
-                    signal.fire();
-                }
-                signal
-            })
+            .get_or_insert_with(|| LossSignal::new(deadline, lost))
             .clone()
     }
 
     /// Whether the lock is known or presumed lost, without waiting.
     pub(crate) fn is_lost(&self) -> bool {
         let state = self.state();
-        state.lost || state.expires.is_some_and(|at| at <= Instant::now())
+        state.lost || state.deadline() <= Instant::now()
     }
 
-    /// An explicit lease was set again (reentry, partial release) at `expires`.
-    pub(crate) fn extend(&self, expires: Instant) {
+    /// When the lease may end at the earliest.
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state().valid_until
+    }
+
+    /// When the holder is told of the loss unless the lease is set again first.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.state().deadline()
+    }
+
+    /// The lease was set again (a renewal, a reentry, a partial release) by a command sent
+    /// at `sent + lease = valid_until`.
+    pub(crate) fn extend(&self, valid_until: Instant) {
         let mut state = self.state();
-        if let Some(at) = &mut state.expires {
-            *at = expires;
-            if let Some(signal) = &state.signal {
-                signal.extend(expires);
-            }
+        state.valid_until = valid_until;
+        let deadline = state.deadline();
+        if let Some(signal) = &state.signal {
+            signal.move_deadline(deadline);
         }
     }
 
@@ -161,10 +232,13 @@ mod tests {
 
     use super::*;
 
+    const NO_MARGIN: Duration = Duration::ZERO;
+
     #[tokio::test(start_paused = true)]
     async fn a_signal_made_late_still_carries_the_loss() {
+        let far = Instant::now() + Duration::from_secs(3600);
         // Fired before anyone asked for the signal.
-        let loss = Loss::new(None);
+        let loss = Loss::new(far, NO_MARGIN);
         assert!(!loss.is_lost());
         loss.fire();
         assert!(loss.is_lost());
@@ -173,7 +247,7 @@ mod tests {
         signal.lost().await;
 
         // Asked for first, fired later: the same signal learns it.
-        let loss = Loss::new(None);
+        let loss = Loss::new(far, NO_MARGIN);
         let signal = loss.signal();
         let waiting = tokio::spawn(async move { signal.lost().await });
         tokio::task::yield_now().await;
@@ -184,9 +258,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_explicit_lease_moves_for_signals_made_before_and_after() {
+    async fn a_lease_set_again_moves_the_deadline_for_signals_made_before_and_after() {
         let start = Instant::now();
-        let loss = Loss::new(Some(start + Duration::from_secs(1)));
+        let loss = Loss::new(start + Duration::from_secs(1), NO_MARGIN);
         let early = loss.signal();
         loss.extend(start + Duration::from_secs(3));
         let late = loss.signal();
@@ -194,5 +268,53 @@ mod tests {
         assert!(!loss.is_lost() && !early.is_lost() && !late.is_lost());
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(loss.is_lost() && early.is_lost() && late.is_lost());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_signal_fires_a_margin_before_the_lease_could_end() {
+        let start = Instant::now();
+        let lease = Duration::from_secs(3);
+        let margin = LossMargin::DEFAULT.for_lease(lease);
+        assert_eq!(margin, Duration::from_millis(32), "3 s × 1 % + 2 ms");
+        let loss = Loss::new(start + lease, margin);
+        let signal = loss.signal();
+        let waiting = tokio::spawn(async move {
+            signal.lost().await;
+            Instant::now()
+        });
+        let fired = waiting.await.unwrap();
+        assert_eq!(fired, start + lease - margin);
+        assert!(loss.is_lost());
+    }
+
+    #[test]
+    fn margins_follow_the_lease_within_bounds() {
+        let default = LossMargin::default();
+        assert_eq!(
+            default.for_lease(Duration::from_secs(30)),
+            Duration::from_millis(302)
+        );
+        // Never more than a third of the lease.
+        assert_eq!(
+            default.for_lease(Duration::from_millis(3)),
+            Duration::from_millis(1)
+        );
+        let odd = LossMargin {
+            per_lease: f64::NAN,
+            fixed: Duration::from_millis(5),
+        };
+        assert_eq!(
+            odd.for_lease(Duration::from_secs(1)),
+            Duration::from_millis(5)
+        );
+        let whole = LossMargin {
+            per_lease: 7.0,
+            fixed: Duration::MAX,
+        };
+        assert_eq!(
+            whole.for_lease(crate::MAX_LEASE),
+            crate::MAX_LEASE / 3,
+            "clamped, no overflow"
+        );
     }
 }

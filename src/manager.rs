@@ -9,6 +9,7 @@ use tokio::runtime::Handle;
 use crate::backend::{Backend, MemoryBackend, RedisBackend};
 use crate::error::{BackendError, LockError};
 use crate::key::{Ids, LockKey, DEFAULT_MAX_NAME_LEN};
+use crate::loss::LossMargin;
 use crate::renewals::Renewals;
 use crate::request::LockRequest;
 use crate::wait::WaitQueues;
@@ -110,6 +111,7 @@ pub(crate) struct Settings {
     pub(crate) wait: Duration,
     pub(crate) max_name_len: usize,
     pub(crate) hand_over_limit: u32,
+    pub(crate) loss_margin: LossMargin,
 }
 
 impl Default for Settings {
@@ -120,6 +122,7 @@ impl Default for Settings {
             wait: DEFAULT_WAIT,
             max_name_len: DEFAULT_MAX_NAME_LEN,
             hand_over_limit: DEFAULT_HAND_OVER_LIMIT,
+            loss_margin: LossMargin::DEFAULT,
         }
     }
 }
@@ -271,19 +274,27 @@ impl LockManagerBuilder {
     /// of this process (default [`DEFAULT_HAND_OVER_LIMIT`], 8); then one release frees it,
     /// so that waiters of other processes get their chance. `0`: every release frees it.
     ///
-    /// On Redis the next holder needs no acquisition of its own. When both holders renew
-    /// their leases (no explicit lease) with the same lease and at least half of it is
-    /// left, the next holder takes the hold over as it stands, under the releaser's owner
-    /// id: nothing is sent, and its watchdog renews the lease from where it stands.
-    /// Otherwise the release's own script rewrites the lock's owner: one round trip per
-    /// hand-over instead of two (release, then acquire). Nothing is published either way.
-    /// The lock is never free in between, so other processes (Redisson's included) see it
-    /// held throughout, and their waiters get a chance when a release frees it. Within a
-    /// process, waiters are served in order either way. Not used with
-    /// [`RedisBackend::replica_ack`], nor by the memory backend, whose releases wake the
-    /// next waiter at once.
+    /// On Redis the release's own script run checks that the releaser still holds the lock
+    /// and makes the next waiter the owner, atomically: one round trip per hand-over
+    /// instead of two (release, then acquire), and the waiter holds the lock only once
+    /// Redis has answered that it did. A release that finds the lock gone (expired,
+    /// deleted, taken by another) hands nothing over, and the waiter asks Redis itself.
+    /// Nothing is published: the lock is never free in between, so other processes
+    /// (Redisson's included) see it held throughout. When a release frees the lock while
+    /// other processes listen for it, this process's next waiter holds back for about two
+    /// round trips, so that their waiters get the first chance. Within a process, waiters
+    /// are served in order either way. Not used with [`RedisBackend::replica_ack`], nor by
+    /// the memory backend, whose releases wake the next waiter at once.
     pub fn hand_over_limit(mut self, limit: u32) -> Self {
         self.settings.hand_over_limit = limit;
+        self
+    }
+
+    /// How long before a lease could end its holder is told that the lock may be lost
+    /// (default [`LossMargin::DEFAULT`]: 1 % of the lease plus 2 ms, at most a third of
+    /// the lease). See [`LossMargin`].
+    pub fn loss_margin(mut self, margin: LossMargin) -> Self {
+        self.settings.loss_margin = margin;
         self
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::backend::{BoxFuture, ReleaseArgs};
 use crate::key::{LockKey, OwnerId};
 use crate::manager::ManagerInner;
-use crate::wait::Ticket;
+use crate::wait::{Ticket, Wake};
 
 /// Releases a lock taken in `owner`'s name that no holder will release: an abandoned
 /// attempt that may have landed, or a hand-over to a waiter that had left. Releasing what
@@ -28,12 +28,12 @@ pub(crate) fn release_unowned(
         };
         let unlock_expected = inner.queues.expect_unlock(&key);
         let result = inner.backend.release(undo).await;
-        let unlocked = matches!(result, Ok(crate::Released::Unlocked));
+        let unlocked = matches!(result, Ok(reply) if reply.released == crate::Released::Unlocked);
         if unlock_expected {
             inner.queues.unlock_settled(&key, unlocked);
         }
         if unlocked {
-            inner.queues.released_locally(&key);
+            inner.queues.released_locally(&key, Wake::Now);
         }
     })
 }

@@ -165,13 +165,17 @@ impl LockRequest {
         if tokio::runtime::Handle::try_current().is_err() || !inner.has_runtime() {
             return Err(BackendError::new("tower-lock needs a Tokio runtime").into());
         }
+        // The backend knows it cannot be reached: say so now rather than queue behind a
+        // reconnect (a waiter already queued rides the outage out while its wait lasts).
+        if !inner.backend.is_available() {
+            return Err(LockError::Unavailable(backend_down()));
+        }
         let owner = inner.ids.next_owner();
-        let (acquired_at, waited, claim, adopted) =
-            wait_for(&inner, &key, &owner, lease, renewed, self.wait).await?;
+        let (acquired_at, waited, claim) = wait_for(&inner, &key, &owner, lease, self.wait).await?;
         let hold = Holding {
             inner,
             key,
-            owner: adopted.unwrap_or(owner),
+            owner,
             lease,
             renewed,
             acquired_at,
@@ -205,7 +209,7 @@ impl Holding {
             acquired_at,
             claim,
         } = self;
-        let loss = Loss::new((!renewed).then_some(acquired_at + lease));
+        let margin = inner.settings.loss_margin.for_lease(lease);
         let hold = Arc::new(Hold {
             manager: inner,
             key,
@@ -213,10 +217,9 @@ impl Holding {
             lease,
             renewed,
             count: Count::new(1),
-            loss,
+            loss: Loss::new(acquired_at + lease, margin),
             gate: RenewGate::default(),
             claim: Mutex::new(claim),
-            valid_until: Mutex::new(acquired_at + lease),
         });
         tracing::trace!(key = %hold.key, owner = %hold.owner, ?waited, "tower-lock: acquired");
         if !renewed {
@@ -257,19 +260,21 @@ fn attempt(
     })
 }
 
+/// The error of a backend that knows it cannot be reached now.
+fn backend_down() -> BackendError {
+    BackendError::new("the lock backend is unreachable (reconnecting)")
+}
+
 /// Tries, then waits in the local queue until acquired or the deadline. Returns when the
-/// lease started (the successful attempt was sent), how long it took, and the owner id of
-/// a hold of this process taken over as it stands (see [`Offer::adopt`]).
-///
-/// [`Offer::adopt`]: crate::wait::Offer::adopt
+/// lease started (the successful attempt, or the release that handed the lock over, was
+/// sent) and how long it took.
 async fn wait_for(
     inner: &Arc<ManagerInner>,
     key: &LockKey,
     owner: &OwnerId,
     lease: Duration,
-    renewed: bool,
     wait: Duration,
-) -> Result<(Instant, Duration, Claim, Option<OwnerId>), LockError> {
+) -> Result<(Instant, Duration, Claim), LockError> {
     let started = Instant::now();
     let deadline = started
         .checked_add(wait)
@@ -311,7 +316,7 @@ async fn wait_for(
             }
         };
         match first? {
-            Attempt::Acquired => return Ok((sent, Duration::ZERO, claim, None)),
+            Attempt::Acquired => return Ok((sent, Duration::ZERO, claim)),
             Attempt::Busy(pttl) => holder_lease = pttl,
             Attempt::Lost => {}
         }
@@ -324,7 +329,7 @@ async fn wait_for(
     }
 
     let mut ticket = Queued {
-        ticket: Some(inner.queues.join(key, holder_lease, owner, lease, renewed)),
+        ticket: Some(inner.queues.join(key, holder_lease, owner, lease)),
         inner,
         key,
         lease,
@@ -340,7 +345,7 @@ async fn wait_for(
                     Ok(Ok(Attempt::Acquired)) => {
                         let claim = inner.queues.claim(key);
                         ticket.acquired();
-                        return Ok((sent, started.elapsed(), claim, None));
+                        return Ok((sent, started.elapsed(), claim));
                     }
                     Ok(Ok(Attempt::Busy(pttl))) => {
                         last_error = None;
@@ -356,10 +361,10 @@ async fn wait_for(
                     }
                 }
             }
-            Turn::Handed(lease_from, adopted) => {
+            Turn::Handed(lease_from) => {
                 let claim = inner.queues.claim(key);
                 ticket.acquired();
-                return Ok((lease_from, started.elapsed(), claim, adopted));
+                return Ok((lease_from, started.elapsed(), claim));
             }
             Turn::Wait(until) => {
                 let wake_at = until.map_or(deadline, |until| until.min(deadline));
@@ -374,8 +379,11 @@ async fn wait_for(
         }
     }
     drop(ticket);
+    // A wait that ends while the backend fails or is known down says so: whether the lock
+    // is busy is not known then.
     Err(match last_error {
         Some(error) => LockError::Unavailable(error),
+        None if !inner.backend.is_available() => LockError::Unavailable(backend_down()),
         None => timed_out(holder_until),
     })
 }

@@ -101,7 +101,7 @@ impl Drop for Renewing<'_> {
 }
 
 /// The renewal schedule of one hold: its lease, and how long to wait before retrying. When
-/// the lease may end is the hold's own (`Hold::valid_until`).
+/// the lease may end is the hold's own (its `Loss`).
 #[derive(Debug, Clone)]
 pub(crate) struct Keeper {
     lease: Duration,
@@ -120,13 +120,15 @@ impl Keeper {
 
     /// When the first renewal of `hold` is due.
     pub(crate) fn first_due(&self, hold: &Hold) -> Instant {
-        hold.valid_until() - self.lease + self.period
+        hold.loss.valid_until() - self.lease + self.period
     }
 }
 
 /// Renews the lease once (every lease/3 while held). Returns when to renew next; `None`
 /// when the hold was released, or when the lock is lost (the loss signal fired and a
-/// warning was traced). A failed renewal is retried while the lease could still run.
+/// warning was traced). A failed renewal is retried until the loss deadline, a margin
+/// before the lease could end (see [`LossMargin`](crate::LossMargin)): a holder is told
+/// while nobody else can have the lock yet.
 pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Instant> {
     let _renewing = hold.gate.begin()?;
     let (key, owner) = (&hold.key, &hold.owner);
@@ -140,22 +142,22 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
         hold.loss.fire();
         None
     };
-    let valid_until = hold.valid_until();
-    match tokio::time::timeout_at(valid_until, renewal).await {
+    let deadline = hold.loss.deadline();
+    match tokio::time::timeout_at(deadline, renewal).await {
         Ok(Ok(true)) => {
-            hold.renewed_until(sent + keeper.lease);
+            hold.loss.extend(sent + keeper.lease);
             keeper.retry = MIN_RETRY;
             Some(sent + keeper.period)
         }
         Ok(Ok(false)) => lost("the renewal found it gone (expired or deleted)"),
-        Ok(Err(error)) if Instant::now() + keeper.retry < valid_until => {
+        Ok(Err(error)) if Instant::now() + keeper.retry < deadline => {
             tracing::warn!(key = %key, %error, "tower-lock: lease renewal failed; retrying while the lease may still run");
             let next = Instant::now() + keeper.retry;
             keeper.retry = (keeper.retry * 2).min(keeper.period.max(MIN_RETRY));
             Some(next)
         }
-        Ok(Err(_)) => lost("renewals failed until the lease could have ended"),
-        Err(_) => lost("no renewal succeeded before the lease could have ended"),
+        Ok(Err(_)) => lost("renewals failed until shortly before the lease could end"),
+        Err(_) => lost("no renewal succeeded by shortly before the lease could end"),
     }
 }
 

@@ -349,6 +349,27 @@ async fn loss_signal_fires_when_the_lock_disappears(kind: Kind) {
     assert_eq!(guard.release().await.unwrap(), Released::NotHeld);
 }
 
+/// A release that finds the lock gone (deleted behind its holder) lets the next local
+/// waiter try at once: the lock is free. It used to leave the waiter asleep until the
+/// holder's lease as last reported (here 300 s), or its own deadline.
+async fn a_release_that_finds_the_lock_gone_wakes_the_next_waiter(kind: Kind) {
+    let lease = Duration::from_secs(300);
+    let ctx = Ctx::with(kind, |b| b.lease(lease).hand_over_limit(0)).await;
+    let name = support::unique("gone-wakes");
+    let holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let waiter = queued_waiter(&ctx.manager, &name, lease).await;
+    ctx.delete(&name).await;
+    assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
+    // Far less than the 300 s the waiter was told the holder's lease runs.
+    let guard = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter tries as soon as the release found the lock gone")
+        .unwrap()
+        .expect("and gets the free lock");
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(ctx.manager.stats(), Default::default());
+}
+
 /// A dropped guard releases its lock, also when it is dropped on a thread outside any
 /// runtime (holds keep no runtime handle of their own: the release goes to the runtime the
 /// manager knows).
@@ -494,7 +515,8 @@ async fn other_owners_cannot_release(kind: Kind) {
                 successor: None,
             })
             .await
-            .unwrap();
+            .unwrap()
+            .released;
         assert_eq!(released, Released::NotHeld);
     }
     assert!(
@@ -597,7 +619,11 @@ async fn resent_operations_take_effect_once(kind: Kind) {
         async move {
             match backend.acquire(acquire(owner, expected)).await.unwrap() {
                 Attempt::Acquired => {
-                    let undo = backend.release(release(owner, expected + 1)).await.unwrap();
+                    let undo = backend
+                        .release(release(owner, expected + 1))
+                        .await
+                        .unwrap()
+                        .released;
                     assert_eq!(undo, Released::StillHeld);
                     true
                 }
@@ -633,13 +659,13 @@ async fn resent_operations_take_effect_once(kind: Kind) {
     // remains.
     for _ in 0..2 {
         assert_eq!(
-            backend.release(release(&owner, 2)).await.unwrap(),
+            backend.release(release(&owner, 2)).await.unwrap().released,
             Released::StillHeld
         );
     }
     assert!(holds(1).await, "one hold after a release sent twice");
     assert_eq!(
-        backend.release(release(&owner, 1)).await.unwrap(),
+        backend.release(release(&owner, 1)).await.unwrap().released,
         Released::Unlocked
     );
     // The last release sent again finds the lock gone: it changes nothing (another
@@ -649,7 +675,7 @@ async fn resent_operations_take_effect_once(kind: Kind) {
         Attempt::Acquired
     );
     assert_eq!(
-        backend.release(release(&owner, 1)).await.unwrap(),
+        backend.release(release(&owner, 1)).await.unwrap().released,
         Released::NotHeld
     );
     assert!(
@@ -657,7 +683,7 @@ async fn resent_operations_take_effect_once(kind: Kind) {
         "the other owner still holds it"
     );
     assert_eq!(
-        backend.release(release(&other, 1)).await.unwrap(),
+        backend.release(release(&other, 1)).await.unwrap().released,
         Released::Unlocked
     );
     // A reentry of a lock that is gone reports it lost instead of taking it afresh.
@@ -730,6 +756,7 @@ behaviour_suite!(
     huge_leases_are_capped,
     watchdog_keeps_a_long_hold,
     loss_signal_fires_when_the_lock_disappears,
+    a_release_that_finds_the_lock_gone_wakes_the_next_waiter,
     dropped_guard_frees_the_lock,
     dropped_waiter_leaves_the_queue,
     dropped_acquires_leave_nothing_held,

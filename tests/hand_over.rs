@@ -1,9 +1,7 @@
 //! Redis hand-over: a last release gives the lock straight to the next waiter of the same
-//! process, and a lock handed to a waiter that left is released for it. The waiter takes
-//! the releaser's hold over as it stands, with nothing sent to Redis, when both renew
-//! their leases (no explicit lease) and at least half the lease is left; otherwise the
-//! release rewrites the lock's owner in its own script run (one round trip per hand-over,
-//! nothing published).
+//! process inside its own script run, which checks that the releaser still holds it (one
+//! round trip per hand-over, nothing published); a release that finds the lock gone hands
+//! nothing over; a lock handed to a waiter that left is released for it.
 
 mod support;
 
@@ -14,29 +12,25 @@ use fred::prelude::*;
 use support::redisson::Redisson;
 use support::RedisServer;
 use tokio::task::JoinHandle;
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, BoxFuture, RedisBackend, ReleaseArgs};
-use tower_lock::{
-    BackendError, LockError, LockGuard, LockKey, LockManager, OwnerId, Released, WaitQueues,
-};
+use tower_lock::{LockError, LockGuard, LockManager, OwnerId, Released};
 
 type Waiter = JoinHandle<Result<LockGuard, LockError>>;
 
-/// How the next waiter is handed the lock.
+/// The lease a waiter asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum HandOver {
-    /// It takes the releaser's hold over, nothing sent (both renew their leases).
-    AsItStands,
-    /// The release's script makes it the owner (it asked for an explicit lease).
-    InTheScript,
+enum Lease {
+    /// The manager's, renewed by a watchdog.
+    Renewed,
+    /// An explicit lease of 30 s.
+    Explicit,
 }
 
-/// A waiter of `locks` on `name`, spawned and queued as the `position`th waiter; with an
-/// explicit lease for [`HandOver::InTheScript`].
-async fn queued_waiter(locks: &LockManager, name: &str, position: usize, how: HandOver) -> Waiter {
+/// A waiter of `locks` on `name`, spawned and queued as the `position`th waiter.
+async fn queued_waiter(locks: &LockManager, name: &str, position: usize, lease: Lease) -> Waiter {
     let lock = locks.lock(name).wait(Duration::from_secs(20));
-    let waiter = tokio::spawn(match how {
-        HandOver::AsItStands => lock.acquire(),
-        HandOver::InTheScript => lock.lease(Duration::from_secs(30)).acquire(),
+    let waiter = tokio::spawn(match lease {
+        Lease::Renewed => lock.acquire(),
+        Lease::Explicit => lock.lease(Duration::from_secs(30)).acquire(),
     });
     support::eventually("the waiter queued", || async {
         (locks.waiting(name) == position).then_some(())
@@ -61,11 +55,11 @@ async fn first_holds_second_waits(
     locks: &LockManager,
     redisson: &Redisson,
     name: &str,
-    how: HandOver,
+    lease: Lease,
 ) -> (LockGuard, Waiter) {
     assert_eq!(redisson.try_lock(name, 30_000).await, None);
-    let first = queued_waiter(locks, name, 1, how).await;
-    let second = queued_waiter(locks, name, 2, how).await;
+    let first = queued_waiter(locks, name, 1, lease).await;
+    let second = queued_waiter(locks, name, 2, lease).await;
     assert_eq!(redisson.unlock(name, "req-1").await, Some(1));
     let first = first.await.unwrap().expect("the first waiter acquires");
     (first, second)
@@ -115,154 +109,170 @@ async fn hand_over(client: &Client, name: &str, first: LockGuard, second: Waiter
     }
 }
 
+/// Both kinds of lease are handed over the same way: the release's script makes the next
+/// waiter the owner, after checking that the releaser holds the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_last_release_hands_its_hold_as_it_stands_to_the_next_local_waiter() {
+async fn a_last_release_makes_the_next_local_waiter_the_owner_in_its_script() {
     // A server of its own: its command counts are this test's alone.
     let server = RedisServer::start();
     let url = server.url();
     let locks = LockManager::redis(&url).await.unwrap();
     let client = support::client(&url).await;
     let redisson = Redisson::new(support::client(&url).await);
-    let name = support::unique("hand-over");
-    let (first, second) =
-        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
-
-    let Handed {
-        second,
-        first_owner,
-        commands,
-        holders,
-        pttl,
-    } = hand_over(&client, &name, first, second).await;
-    assert_eq!(
-        commands,
-        (0, 0),
-        "nothing sent: no script run, nothing to announce"
-    );
-    assert_eq!(second.owner(), &first_owner, "held under the same owner id");
-    assert_eq!(
-        holders,
-        vec![(first_owner.as_str().to_owned(), "1".to_owned())],
-        "the lock is as it was, with one hold"
-    );
-    assert!(pttl > 20_000, "with its lease ({pttl} ms)");
-
-    // Redisson sees it held throughout, and gets it once it is freed.
-    assert!(redisson.try_lock(&name, 30_000).await.is_some());
-    assert_eq!(second.release().await.unwrap(), Released::Unlocked);
-    assert_eq!(redisson.try_lock(&name, 30_000).await, None);
-    assert_eq!(redisson.unlock(&name, "req-2").await, Some(1));
-    assert_eq!(locks.stats(), Default::default());
+    for lease in [Lease::Renewed, Lease::Explicit] {
+        let name = support::unique("hand-over");
+        let (first, second) = first_holds_second_waits(&locks, &redisson, &name, lease).await;
+        let Handed {
+            second,
+            first_owner,
+            commands,
+            holders,
+            pttl,
+        } = hand_over(&client, &name, first, second).await;
+        assert_eq!(
+            commands,
+            (1, 0),
+            "{lease:?}: one script run for release and acquisition; the lock was never free: \
+             nothing to announce"
+        );
+        assert_ne!(second.owner(), &first_owner, "an owner id of its own");
+        assert_eq!(
+            holders,
+            vec![(second.owner().as_str().to_owned(), "1".to_owned())],
+            "{lease:?}: the lock is the second waiter's, with one hold"
+        );
+        assert!(pttl > 20_000, "{lease:?}: with its lease ({pttl} ms)");
+        // Redisson sees it held throughout, and gets it once it is freed.
+        assert!(redisson.try_lock(&name, 30_000).await.is_some());
+        assert_eq!(second.release().await.unwrap(), Released::Unlocked);
+        assert_eq!(redisson.try_lock(&name, 30_000).await, None);
+        assert_eq!(redisson.unlock(&name, "req-2").await, Some(1));
+        assert_eq!(locks.stats(), Default::default());
+    }
 }
 
+/// `count` waiters of `locks` queued on `name` behind a holder of `locks`.
+async fn holder_and_queue(
+    locks: &LockManager,
+    name: &str,
+    count: usize,
+) -> (LockGuard, Vec<Waiter>) {
+    let holder = locks.lock(name).acquire().await.unwrap();
+    let mut waiters = Vec::new();
+    for position in 1..=count {
+        waiters.push(queued_waiter(locks, name, position, Lease::Renewed).await);
+    }
+    (holder, waiters)
+}
+
+/// Each waiter, once granted, checks in Redis that the lock is its own alone, then
+/// releases it (to the next, in the release's script); all of them get it in the end.
+async fn each_holds_it_alone(client: &Client, name: &str, waiters: Vec<Waiter>) {
+    let last = waiters.len() - 1;
+    for (position, waiter) in waiters.into_iter().enumerate() {
+        let guard = waiter.await.unwrap().expect("granted in the end");
+        assert_eq!(
+            holders(client, name).await,
+            vec![(guard.owner().as_str().to_owned(), "1".to_owned())],
+            "a waiter granted the lock is its only holder in Redis"
+        );
+        let released = guard.release().await.unwrap();
+        if position == last {
+            assert_eq!(released, Released::Unlocked);
+        } else {
+            assert!(
+                matches!(released, Released::HandedOver | Released::Unlocked),
+                "{released:?}"
+            );
+        }
+    }
+}
+
+/// The lock is lost behind its holder's back (deleted) and another process takes it: the
+/// holder's release hands nothing to the local waiters, who stay queued while the other
+/// process holds it (the hand-over used to happen with nothing sent: all five were granted
+/// while the other held it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_with_an_explicit_lease_is_made_the_owner_in_the_release_s_script() {
+async fn a_release_that_finds_the_lock_gone_and_taken_hands_nothing_over() {
     let server = RedisServer::start();
     let url = server.url();
     let locks = LockManager::redis(&url).await.unwrap();
+    let other = LockManager::redis(&url).await.unwrap();
     let client = support::client(&url).await;
-    let redisson = Redisson::new(support::client(&url).await);
-    let name = support::unique("hand-over-script");
-    let (first, second) =
-        first_holds_second_waits(&locks, &redisson, &name, HandOver::InTheScript).await;
+    let name = support::unique("lost-then-taken");
+    let (holder, waiters) = holder_and_queue(&locks, &name, 5).await;
 
-    let Handed {
-        second,
-        commands,
-        holders,
-        pttl,
-        ..
-    } = hand_over(&client, &name, first, second).await;
+    let _: i64 = client.del(&name).await.unwrap();
+    let taken = other
+        .lock(&name)
+        .try_acquire()
+        .await
+        .expect("free after DEL");
+    let scripts = support::command_calls(&client, "evalsha").await;
+    assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
+    // The release and the head's own attempt, which the release made it send at once.
+    support::eventually("the head asked Redis itself", || async {
+        (support::command_calls(&client, "evalsha").await >= scripts + 2).then_some(())
+    })
+    .await;
     assert_eq!(
-        commands,
-        (1, 0),
-        "one script run for release and acquisition; the lock was never free: nothing to announce"
+        locks.waiting(&name),
+        5,
+        "nobody granted while the other holds it"
     );
+    assert!(waiters.iter().all(|waiter| !waiter.is_finished()));
     assert_eq!(
-        holders,
-        vec![(second.owner().as_str().to_owned(), "1".to_owned())],
-        "the lock is the second waiter's, with one hold"
+        holders(&client, &name).await,
+        vec![(taken.owner().as_str().to_owned(), "1".to_owned())]
     );
-    assert!(pttl > 20_000, "with its lease ({pttl} ms)");
-    assert!(redisson.try_lock(&name, 30_000).await.is_some());
-    assert_eq!(second.release().await.unwrap(), Released::Unlocked);
+
+    assert_eq!(taken.release().await.unwrap(), Released::Unlocked);
+    each_holds_it_alone(&client, &name, waiters).await;
     assert_eq!(locks.stats(), Default::default());
 }
 
-/// Redis, with every renewal failing: a lease is not renewed.
-struct RenewalsFail(RedisBackend);
-
-impl Backend for RenewalsFail {
-    fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
-        self.0.acquire(args)
-    }
-
-    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
-        self.0.release(args)
-    }
-
-    fn hands_over(&self) -> bool {
-        self.0.hands_over()
-    }
-
-    fn acquire_time_limit(&self) -> Option<Duration> {
-        self.0.acquire_time_limit()
-    }
-
-    fn renew(&self, _: LockKey, _: OwnerId, _: Duration) -> BoxFuture<Result<bool, BackendError>> {
-        Box::pin(async { Err(BackendError::new("renewals fail in this test")) })
-    }
-
-    fn attach(&self, queues: WaitQueues) {
-        self.0.attach(queues)
-    }
-
-    fn needs_subscription(&self) -> bool {
-        self.0.needs_subscription()
-    }
-
-    fn kind(&self) -> &'static str {
-        "redis, renewals failing"
-    }
-}
-
-/// A hold whose lease has less than half of it left (its renewals failed) is not taken
-/// over as it stands: the release's script gives the next holder a lease of its own.
+/// Redis stops while a holder has waiters queued: its release cannot reach Redis and
+/// hands nothing over; after an empty restart another manager takes the lock, and the
+/// waiters stay queued until it lets go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hold_with_less_than_half_its_lease_left_is_handed_over_in_the_script() {
-    const LEASE: Duration = Duration::from_secs(2);
-    let server = RedisServer::start();
+async fn a_release_while_redis_is_down_hands_nothing_over() {
+    let mut server = RedisServer::start();
     let url = server.url();
-    let backend = RenewalsFail(RedisBackend::connect(&url).await.unwrap());
-    let locks = LockManager::builder().lease(LEASE).backend(backend);
-    let client = support::client(&url).await;
-    let redisson = Redisson::new(support::client(&url).await);
-    let name = support::unique("hand-over-late");
-    let (first, second) =
-        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
-    // The time itself is what this test is about: more than half the lease goes by, with
-    // every renewal failing (the loss comes only once the whole lease could have run).
-    tokio::time::sleep(LEASE / 2 + Duration::from_millis(100)).await;
+    let locks = LockManager::redis(&url).await.unwrap();
+    let name = support::unique("down");
+    let (holder, waiters) = holder_and_queue(&locks, &name, 5).await;
+
+    server.stop();
+    let released = holder.release().await;
     assert!(
-        !first.is_lost(),
-        "not lost before its lease could have ended"
+        released.is_err(),
+        "a release that cannot reach Redis reports the error, never a hand-over: {released:?}"
     );
-    let Handed {
-        second,
-        first_owner,
-        commands,
-        holders,
-        pttl,
-    } = hand_over(&client, &name, first, second).await;
-    assert_eq!(commands, (1, 0), "one script run");
-    assert_ne!(second.owner(), &first_owner, "an owner id of its own");
+    assert_eq!(locks.waiting(&name), 5, "nobody granted without Redis");
+
+    server.resume();
+    let client = support::client(&url).await;
+    let other = LockManager::redis(&url).await.unwrap();
+    let taken = other
+        .lock(&name)
+        .try_acquire()
+        .await
+        .expect("the restart emptied it");
+    // The reconnect makes the head try again: it finds the other holder.
+    let scripts = support::command_calls(&client, "evalsha").await;
+    support::eventually("the head asked Redis again", || async {
+        (support::command_calls(&client, "evalsha").await > scripts).then_some(())
+    })
+    .await;
     assert_eq!(
-        holders,
-        vec![(second.owner().as_str().to_owned(), "1".to_owned())],
-        "the lock is the second waiter's"
+        locks.waiting(&name),
+        5,
+        "nobody granted while the other holds it"
     );
-    assert!(pttl > 1_000, "with a lease of its own ({pttl} ms)");
-    assert_eq!(second.release().await.unwrap(), Released::Unlocked);
+    assert!(waiters.iter().all(|waiter| !waiter.is_finished()));
+
+    assert_eq!(taken.release().await.unwrap(), Released::Unlocked);
+    each_holds_it_alone(&client, &name, waiters).await;
 }
 
 /// With a limit of 0, releases always free the lock (and announce it).
@@ -272,8 +282,7 @@ async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
     let locks = with_limit(&url, 0).await;
     let redisson = Redisson::new(support::client(&url).await);
     let name = support::unique("no-hand-over");
-    let (first, second) =
-        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
+    let (first, second) = first_holds_second_waits(&locks, &redisson, &name, Lease::Renewed).await;
     assert_eq!(first.release().await.unwrap(), Released::Unlocked);
     let second = second.await.unwrap().expect("woken by the release");
     assert_eq!(second.release().await.unwrap(), Released::Unlocked);
@@ -288,9 +297,8 @@ async fn after_the_limit_a_release_frees_the_lock_and_wakes_the_next_waiter() {
     let locks = with_limit(&url, 1).await;
     let redisson = Redisson::new(support::client(&url).await);
     let name = support::unique("limit");
-    let (first, second) =
-        first_holds_second_waits(&locks, &redisson, &name, HandOver::AsItStands).await;
-    let third = queued_waiter(&locks, &name, 2, HandOver::AsItStands).await;
+    let (first, second) = first_holds_second_waits(&locks, &redisson, &name, Lease::Renewed).await;
+    let third = queued_waiter(&locks, &name, 2, Lease::Renewed).await;
     assert_eq!(first.release().await.unwrap(), Released::HandedOver);
     let second = second.await.unwrap().expect("handed the lock");
     assert_eq!(
@@ -316,7 +324,6 @@ async fn poll_once<F: Future + Unpin>(future: &mut F) {
 
 /// The waiter offered the lock is dropped before the hand-over's answer: the release
 /// still reports it, and the lock, now in the departed waiter's name, is released for it.
-/// (A hold taken over as it stands sends nothing: there is no answer to wait for.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_handed_to_a_departed_waiter_is_released_for_it() {
     let server = RedisServer::start();
@@ -324,8 +331,7 @@ async fn a_lock_handed_to_a_departed_waiter_is_released_for_it() {
     let client = support::client(&server.url()).await;
     let redisson = Redisson::new(support::client(&server.url()).await);
     let name = support::unique("departed");
-    let (first, second) =
-        first_holds_second_waits(&locks, &redisson, &name, HandOver::InTheScript).await;
+    let (first, second) = first_holds_second_waits(&locks, &redisson, &name, Lease::Explicit).await;
 
     // The release offers the lock to the second waiter and sends the hand-over, which
     // Redis (paused) does not answer; meanwhile the waiter goes away.
@@ -350,17 +356,17 @@ async fn a_lock_handed_to_a_departed_waiter_is_released_for_it() {
 }
 
 /// The waiter is dropped after the hand-over reached it but before it ran again (one
-/// thread: the release's caller goes on first): its place in the queue releases the lock,
-/// under the owner id it is held under, either way it was handed over.
+/// thread: the release's caller goes on first): its place in the queue releases the lock
+/// in its name, whatever lease it asked for.
 #[tokio::test(flavor = "current_thread")]
 async fn a_waiter_dropped_just_after_the_hand_over_releases_the_lock() {
     let url = support::shared_redis_url();
     let locks = LockManager::redis(&url).await.unwrap();
     let client = support::client(&url).await;
     let redisson = Redisson::new(support::client(&url).await);
-    for how in [HandOver::AsItStands, HandOver::InTheScript] {
+    for lease in [Lease::Renewed, Lease::Explicit] {
         let name = support::unique("dropped-after");
-        let (first, second) = first_holds_second_waits(&locks, &redisson, &name, how).await;
+        let (first, second) = first_holds_second_waits(&locks, &redisson, &name, lease).await;
 
         assert_eq!(first.release().await.unwrap(), Released::HandedOver);
         second.abort();

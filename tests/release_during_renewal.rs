@@ -18,7 +18,9 @@ use axum::Router;
 use http::{Request, StatusCode};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tower::ServiceExt;
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, BoxFuture, MemoryBackend, ReleaseArgs};
+use tower_lock::backend::{
+    AcquireArgs, Attempt, Backend, BoxFuture, MemoryBackend, ReleaseArgs, ReleaseReply,
+};
 use tower_lock::{BackendError, LockKey, LockLayer, LockManager, OwnerId, Released, WaitQueues};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -79,7 +81,7 @@ impl Backend for HeldRenewals {
         self.inner.acquire(args)
     }
 
-    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         self.inner.release(args)
     }
 
@@ -95,7 +97,7 @@ impl Backend for HeldRenewals {
         self.inner.acquire_now(args)
     }
 
-    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<Released, BackendError>> {
+    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
         self.inner.release_now(args)
     }
 

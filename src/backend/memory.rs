@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs};
+use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs, ReleaseReply};
 use crate::error::{BackendError, Released};
 use crate::key::{KeyMap, LockKey, OwnerId};
 use crate::wait::WaitQueues;
@@ -102,7 +102,7 @@ impl MemoryBackend {
         Ok(attempt)
     }
 
-    fn drop_one(&self, args: &ReleaseArgs) -> Result<Released, BackendError> {
+    fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
         let released = self.with_locks(&args.key, |locks, now| {
             let Some(hold) = locks.live(&args.key, now) else {
                 return Released::NotHeld;
@@ -123,7 +123,7 @@ impl MemoryBackend {
                 Released::Unlocked
             }
         });
-        Ok(released)
+        Ok(ReleaseReply::new(released))
     }
 
     /// Runs `f` on the part of the table that holds `key`.
@@ -165,7 +165,7 @@ impl Backend for MemoryBackend {
         ready(self.take(&args))
     }
 
-    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         ready(self.drop_one(&args))
     }
 
@@ -177,7 +177,7 @@ impl Backend for MemoryBackend {
         Some(self.take(args))
     }
 
-    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<Released, BackendError>> {
+    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
         Some(self.drop_one(args))
     }
 

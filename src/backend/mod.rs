@@ -68,6 +68,28 @@ pub struct ReleaseArgs {
     pub successor: Option<Successor>,
 }
 
+/// What a release did, as the backend reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseReply {
+    /// What the release found.
+    pub released: Released,
+    /// For [`Released::Unlocked`]: how many subscribers the unlock notification reached,
+    /// this process's own included when it listens (Redis: what `PUBLISH` answers), if the
+    /// backend can tell. A process whose own waiters were not told yet lets waiters of
+    /// other processes have the first chance at the lock when this says some listen.
+    pub listeners: Option<u32>,
+}
+
+impl ReleaseReply {
+    /// A reply with no listener count.
+    pub fn new(released: Released) -> Self {
+        ReleaseReply {
+            released,
+            listeners: None,
+        }
+    }
+}
+
 /// The waiter a last release hands the lock to (see [`ReleaseArgs::successor`]).
 #[derive(Debug, Clone)]
 pub struct Successor {
@@ -87,14 +109,17 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Drops one hold. At zero the lock is deleted and an unlock notification goes to every
     /// process waiting on it.
-    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>>;
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>>;
 
     /// Whether a last release can hand the lock straight to a waiter of this process
     /// ([`ReleaseArgs::successor`], answered with [`Released::HandedOver`]) in the same
     /// step, so that the next holder needs no acquisition of its own (one round trip per
-    /// hand-over instead of two). A backend that says so must apply a hand-over at most
-    /// once and report [`Released::HandedOver`] again for a re-sent one that already took
-    /// effect. Default: `false` (a successor is ignored; the release frees the lock).
+    /// hand-over instead of two). A backend that says so must check, in that same atomic
+    /// step, that the releaser still holds the lock and make the successor the owner, and
+    /// answer [`Released::HandedOver`] only when it did: the successor is then granted the
+    /// lock on that answer alone. It must apply a hand-over at most once and report
+    /// [`Released::HandedOver`] again for a re-sent one that already took effect. Default:
+    /// `false` (a successor is ignored; the release frees the lock).
     fn hands_over(&self) -> bool {
         false
     }
@@ -119,8 +144,18 @@ pub trait Backend: Send + Sync + 'static {
 
     /// [`release`](Self::release) answered at once, like
     /// [`acquire_now`](Self::acquire_now). `None` (the default): call `release`.
-    fn release_now(&self, _args: &ReleaseArgs) -> Option<Result<Released, BackendError>> {
+    fn release_now(&self, _args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
         None
+    }
+
+    /// Whether the backend can be asked now: `false` while it knows that it cannot reach
+    /// its store (Redis: the connection is down and being made again). An acquisition that
+    /// would otherwise wait in the local queue fails at once with
+    /// [`LockError::Unavailable`](crate::LockError::Unavailable) instead, and a waiter whose
+    /// wait ends meanwhile reports the backend unavailable rather than the lock busy.
+    /// Default: `true`.
+    fn is_available(&self) -> bool {
+        true
     }
 
     /// How long one [`acquire`](Self::acquire) can take at most before it fails, if the

@@ -1,6 +1,6 @@
 //! A holder's claim on a name in this process.
 
-use super::WaitQueues;
+use super::{WaitQueues, Wake};
 use crate::key::LockKey;
 
 /// A holder's or an attempt's claim on a name (see [`WaitQueues::claim`]). Dropping it
@@ -12,17 +12,17 @@ pub(crate) struct Claim {
 }
 
 impl Claim {
-    /// The holder let go; `unlocked`: its release freed the lock (the next waiter is woken).
-    pub(crate) fn end(mut self, unlocked: bool) {
+    /// The holder let go; the next waiter is woken as `wake` says.
+    pub(crate) fn end(mut self, wake: Wake) {
         self.ended = true;
-        self.queues.hold_ended(&self.key, unlocked);
+        self.queues.hold_ended(&self.key, wake);
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.ended {
-            self.queues.hold_ended(&self.key, false);
+            self.queues.hold_ended(&self.key, Wake::No);
         }
     }
 }

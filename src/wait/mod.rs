@@ -64,7 +64,8 @@ struct State {
     /// Locks held by this process (number of holders; more than one only across a
     /// hand-over): a newcomer queues behind them instead of trying in vain.
     held: KeyMap<u32>,
-    /// Names whose wanted subscription may differ from the backend's.
+    /// Names whose wanted subscription may differ from the backend's (only recorded for a
+    /// backend that subscribes: nobody empties it otherwise).
     changes: KeySet,
 }
 
@@ -89,9 +90,6 @@ pub(crate) struct Waiter {
     /// Who the waiter acquires as, and its lease: a release may hand it the lock.
     owner: OwnerId,
     lease: std::time::Duration,
-    /// Whether a watchdog will renew its lease (no explicit lease): only then may it take
-    /// over a hold of this process as it stands (see [`Offer::adopt`]).
-    renewed: bool,
     /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
     offer: Mutex<OfferState>,
 }
@@ -264,7 +262,7 @@ impl WaitQueues {
         })
     }
 
-    fn hold_ended(&self, key: &LockKey, unlocked: bool) {
+    fn hold_ended(&self, key: &LockKey, wake: Wake) {
         let mut state = self.lock(key);
         if let Some(count) = state.held.get_mut(key) {
             *count -= 1;
@@ -272,9 +270,7 @@ impl WaitQueues {
                 state.held.remove(key);
             }
         }
-        if unlocked {
-            self.wake_after_release(&mut state, key);
-        }
+        self.wake_next(&mut state, key, wake);
     }
 
     /// What a newcomer for `key` finds in this process.
@@ -289,18 +285,19 @@ impl WaitQueues {
         }
     }
 
-    /// This process released `key` (the lock is free): wake the next local waiter now,
-    /// without waiting for our own notification to come back.
-    pub(crate) fn released_locally(&self, key: &LockKey) {
+    /// This process released `key` (the lock is free, or was not ours any more): wake the
+    /// next local waiter as `wake` says, without waiting for our own notification to come
+    /// back.
+    pub(crate) fn released_locally(&self, key: &LockKey, wake: Wake) {
         let mut state = self.lock(key);
-        self.wake_after_release(&mut state, key);
+        self.wake_next(&mut state, key, wake);
     }
 
-    /// A hold taken without a claim released `key` (the lock is free): wake the next local
-    /// waiter, if any may be queued (see [`may_be_queued`](Self::may_be_queued)).
-    pub(crate) fn released_unclaimed(&self, key: &LockKey) {
+    /// A hold taken without a claim released `key`: wake the next local waiter, if any may
+    /// be queued (see [`may_be_queued`](Self::may_be_queued)).
+    pub(crate) fn released_unclaimed(&self, key: &LockKey, wake: Wake) {
         if self.may_be_queued(key) {
-            self.released_locally(key);
+            self.released_locally(key, wake);
         }
     }
 
@@ -308,7 +305,9 @@ impl WaitQueues {
     /// will come back to this process. Counted *before* sending, because the notification
     /// can arrive before the release's own reply; counted after, it would swallow the next
     /// process's notification instead and leave the head asleep until the lease ends.
-    /// `true`: counted; settle it with [`unlock_settled`](Self::unlock_settled).
+    /// `true`: counted; settle it with [`unlock_settled`](Self::unlock_settled). It also
+    /// means that this process listens on the name (its subscription is confirmed), so
+    /// that it is one of the subscribers the release's notification reaches.
     pub(crate) fn expect_unlock(&self, key: &LockKey) -> bool {
         // No queue near (most releases): no mutex. A queue made meanwhile is not ready yet.
         if self.inner.ready_at_once || !self.may_be_queued(key) {
@@ -335,52 +334,52 @@ impl WaitQueues {
         }
     }
 
-    fn wake_after_release(&self, state: &mut State, key: &LockKey) {
-        if let Some(queue) = state.queues.get_mut(key) {
-            queue.busy_until = None;
-            if let Some(head) = queue.waiters.front() {
+    fn wake_next(&self, state: &mut State, key: &LockKey, wake: Wake) {
+        let Some(queue) = state.queues.get_mut(key) else {
+            return;
+        };
+        let Some(head) = queue.waiters.front() else {
+            return;
+        };
+        match wake {
+            Wake::No => {}
+            Wake::Now => {
+                queue.busy_until = None;
                 head.signal(true);
+            }
+            Wake::After(delay) => {
+                // The head tries when the delay is over, or at once if another process's
+                // unlock arrives first (it took the lock and let it go).
+                queue.busy_until = Some(Instant::now() + delay);
+                head.signal(false);
             }
         }
     }
 
     /// A last release of `key` is about to be sent: offers the lock to the head of its
-    /// queue, so that the release hands it over in the same step
+    /// queue, so that the release asks the backend to hand it over in the same step
     /// ([`ReleaseArgs::successor`](crate::backend::ReleaseArgs)). No offer when there is no
-    /// head free to take it (none, or one whose own attempt is on its way); and after
-    /// `limit` hand-overs in a row the release frees the lock and this process yields:
-    /// see [`Next::Yield`].
-    pub(crate) fn offer_next(&self, key: &LockKey, limit: u32) -> Next {
+    /// head free to take it (none, or one whose own attempt is on its way), and none after
+    /// `limit` hand-overs in a row: that release frees the lock, so that waiters of other
+    /// processes get their chance.
+    pub(crate) fn offer_next(&self, key: &LockKey, limit: u32) -> Option<Offer> {
         // Most releases have nobody waiting near: no mutex for them. Not offering is
         // always safe (the release then frees the lock and wakes whoever queued).
         if limit == 0 || !self.may_be_queued(key) {
-            return Next::Nobody;
+            return None;
         }
         let mut state = self.lock(key);
-        let Some(queue) = state.queues.get_mut(key) else {
-            return Next::Nobody;
-        };
-        let Some(head) = queue.waiters.front() else {
-            return Next::Nobody;
-        };
-        if queue.handed_in_a_row >= limit {
-            queue.handed_in_a_row = 0;
-            // Yield only where the unlock message will come back to wake the head.
-            return if queue.ready {
-                Next::Yield
-            } else {
-                Next::Nobody
-            };
-        }
+        let queue = state.queues.get_mut(key)?;
+        let head = queue.waiters.front()?;
         let mut offer = head.offer();
-        if *offer != OfferState::Idle {
+        if queue.handed_in_a_row >= limit || *offer != OfferState::Idle {
             queue.handed_in_a_row = 0;
-            return Next::Nobody;
+            return None;
         }
         *offer = OfferState::Offered;
         drop(offer);
         queue.handed_in_a_row += 1;
-        Next::Offered(Offer::new(head.clone()))
+        Some(Offer::new(head.clone()))
     }
 
     /// Number of local waiters queued for `key`.
@@ -417,7 +416,6 @@ impl WaitQueues {
         busy_for: Option<std::time::Duration>,
         owner: &OwnerId,
         lease: std::time::Duration,
-        renewed: bool,
     ) -> Ticket {
         let waiter = Arc::new(Waiter {
             id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
@@ -425,7 +423,6 @@ impl WaitQueues {
             retry: AtomicBool::new(false),
             owner: owner.clone(),
             lease,
-            renewed,
             offer: Mutex::new(OfferState::Idle),
         });
         let mut state = self.lock(key);
@@ -447,7 +444,9 @@ impl WaitQueues {
         waiter.retry.store(created, Ordering::Relaxed);
         queue.waiters.push_back(waiter.clone());
         if created {
-            state.changes.insert(key.clone());
+            if !ready_at_once {
+                state.changes.insert(key.clone());
+            }
             // Counted before this waiter's first try (see `may_be_queued`).
             self.queued_near(key).fetch_add(1, Ordering::AcqRel);
         }
@@ -465,17 +464,17 @@ impl WaitQueues {
     }
 }
 
-/// Whom a last release gives the lock to (see [`WaitQueues::offer_next`]).
-pub(crate) enum Next {
-    /// The head of the local queue, in the same step.
-    Offered(Offer),
-    /// Nobody: the release frees the lock, and the next local waiter, if any, is woken as
-    /// the release returns.
-    Nobody,
-    /// Nobody, after a run of hand-overs: the release frees the lock, and the local head is
-    /// woken by the unlock message like the waiters of other processes, not ahead of them
-    /// as the release returns (it would nearly always win the race otherwise).
-    Yield,
+/// When the next local waiter tries, after a hold of this process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Not now: the lock was handed to it, or is still held.
+    No,
+    /// At once: the lock is free (or its state unknown), and no other process waits.
+    Now,
+    /// After this delay, unless another process's unlock comes first: the lock is free and
+    /// other processes' waiters were told; they get the first chance (see
+    /// [`crate::guard`]'s courtesy).
+    After(std::time::Duration),
 }
 
 /// A name's state in this process.

@@ -14,7 +14,7 @@ async fn an_early_echo_does_not_swallow_the_next_unlock() {
     let lease = Some(Duration::from_secs(30));
     let holder = queues.claim(&key);
     let owner = OwnerId::from_raw("a:1");
-    let ticket = queues.join(&key, lease, &owner, Duration::from_secs(30), true);
+    let ticket = queues.join(&key, lease, &owner, Duration::from_secs(30));
     queues.subscribed(std::slice::from_ref(&key));
     assert!(
         matches!(ticket.turn(), Turn::Try),
@@ -30,7 +30,7 @@ async fn an_early_echo_does_not_swallow_the_next_unlock() {
         "our own echo wakes nobody"
     );
     queues.unlock_settled(&key, true);
-    holder.end(true);
+    holder.end(Wake::Now);
     assert!(
         matches!(ticket.turn(), Turn::Try),
         "our reply wakes the head"
@@ -50,7 +50,7 @@ async fn a_release_that_did_not_unlock_takes_its_count_back() {
     let queues = WaitQueues::new(false);
     let key = LockKey::new("", "order", 64).unwrap();
     let owner = OwnerId::from_raw("a:1");
-    let ticket = queues.join(&key, None, &owner, Duration::from_secs(30), true);
+    let ticket = queues.join(&key, None, &owner, Duration::from_secs(30));
     queues.subscribed(std::slice::from_ref(&key));
     assert!(matches!(ticket.turn(), Turn::Try));
     assert!(queues.expect_unlock(&key));
@@ -61,7 +61,7 @@ async fn a_release_that_did_not_unlock_takes_its_count_back() {
 
 fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
     let owner = OwnerId::from_raw(owner);
-    queues.join(key, None, &owner, Duration::from_secs(30), true)
+    queues.join(key, None, &owner, Duration::from_secs(30))
 }
 
 /// A release offers the lock to an idle head only, and at most `limit` times in a row.
@@ -69,27 +69,21 @@ fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
 async fn offers_go_to_an_idle_head_a_limited_number_of_times_in_a_row() {
     let queues = WaitQueues::new(true);
     let key = LockKey::new("", "order", 64).unwrap();
-    assert!(
-        matches!(queues.offer_next(&key, 8), Next::Nobody),
-        "no queue, no offer"
-    );
+    assert!(queues.offer_next(&key, 8).is_none(), "no queue, no offer");
     let first = waiting(&queues, &key, "a:1");
     let _second = waiting(&queues, &key, "a:2");
 
     // The head's own attempt is on its way: no offer.
     assert!(matches!(first.turn(), Turn::Try));
-    assert!(matches!(queues.offer_next(&key, 8), Next::Nobody));
+    assert!(queues.offer_next(&key, 8).is_none());
     first.busy(None);
 
     // Idle: offered, to the head and not to the one behind it.
-    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = queues.offer_next(&key, 8) else {
         panic!("an idle head")
     };
     assert_eq!(offer.successor().owner.as_str(), "a:1");
-    assert!(
-        matches!(queues.offer_next(&key, 8), Next::Nobody),
-        "one offer at a time"
-    );
+    assert!(queues.offer_next(&key, 8).is_none(), "one offer at a time");
     assert!(
         matches!(first.turn(), Turn::Wait(None)),
         "waits for the outcome"
@@ -103,24 +97,18 @@ async fn offers_go_to_an_idle_head_a_limited_number_of_times_in_a_row() {
 
     // The limit: after two in a row, one release frees the lock; then it starts over.
     for _ in 0..2 {
-        let Next::Offered(offer) = queues.offer_next(&key, 2) else {
+        let Some(offer) = queues.offer_next(&key, 2) else {
             panic!("within the limit")
         };
         drop(offer);
         first.busy(None);
     }
     assert!(
-        matches!(queues.offer_next(&key, 2), Next::Yield),
-        "limit reached: this release frees the lock, the head waits for its unlock message"
+        queues.offer_next(&key, 2).is_none(),
+        "limit reached: this release frees the lock"
     );
-    assert!(
-        matches!(queues.offer_next(&key, 2), Next::Offered(_)),
-        "a new run"
-    );
-    assert!(
-        matches!(queues.offer_next(&key, 0), Next::Nobody),
-        "0: never"
-    );
+    assert!(queues.offer_next(&key, 2).is_some(), "a new run");
+    assert!(queues.offer_next(&key, 0).is_none(), "0: never");
 }
 
 /// A handed-over head takes the lock without an attempt; one that left meanwhile makes
@@ -133,15 +121,15 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     let sent = Instant::now();
 
     let first = waiting(&queues, &key, "a:1");
-    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = queues.offer_next(&key, 8) else {
         panic!("an idle head")
     };
     assert!(offer.handed(sent));
-    assert!(matches!(first.turn(), Turn::Handed(at, None) if at == sent));
+    assert!(matches!(first.turn(), Turn::Handed(at) if at == sent));
     first.acquired(Duration::from_secs(30));
 
     let mut second = waiting(&queues, &key, "a:2");
-    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = queues.offer_next(&key, 8) else {
         panic!("an idle head")
     };
     assert!(
@@ -151,7 +139,7 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     assert!(!offer.handed(sent), "the release learns the waiter left");
 
     let mut third = waiting(&queues, &key, "a:3");
-    let Next::Offered(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = queues.offer_next(&key, 8) else {
         panic!("an idle head")
     };
     assert!(offer.handed(sent));
@@ -159,5 +147,48 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
         third.leave().is_some(),
         "handed the lock, left without it: release it for it"
     );
+    assert_eq!(queues.counts(), (0, 0, 0));
+}
+
+/// After a release that freed the lock while other processes listen, the head holds back
+/// for the courtesy delay; an unlock from another process ends it early.
+#[tokio::test(start_paused = true)]
+async fn a_courtesy_delay_holds_the_head_back_until_it_ends_or_another_unlock_comes() {
+    let queues = WaitQueues::new(false);
+    let key = LockKey::new("", "order", 64).unwrap();
+    let holder = queues.claim(&key);
+    let ticket = waiting(&queues, &key, "a:1");
+    queues.subscribed(std::slice::from_ref(&key));
+    assert!(matches!(ticket.turn(), Turn::Try));
+    ticket.busy(Some(Duration::from_secs(30)));
+
+    let delay = Duration::from_millis(2);
+    holder.end(Wake::After(delay));
+    let Turn::Wait(Some(until)) = ticket.turn() else {
+        panic!("the head holds back")
+    };
+    assert_eq!(until, Instant::now() + delay);
+    tokio::time::advance(delay).await;
+    assert!(matches!(ticket.turn(), Turn::Try), "then tries");
+
+    ticket.busy(Some(Duration::from_secs(30)));
+    queues.released_locally(&key, Wake::After(delay));
+    queues.unlocked(&key);
+    assert!(
+        matches!(ticket.turn(), Turn::Try),
+        "another process's unlock: the lock went round, try now"
+    );
+}
+
+/// A backend with no subscriptions (in-process) records no subscription changes: nobody
+/// would take them, and they would pile up with every name ever waited on.
+#[tokio::test]
+async fn queues_ready_at_once_keep_no_changes() {
+    let queues = WaitQueues::new(true);
+    for i in 0..100 {
+        let key = LockKey::new("", &format!("order:{i}"), 64).unwrap();
+        drop(waiting(&queues, &key, "a:1"));
+    }
+    assert!(queues.take_changes().is_empty());
     assert_eq!(queues.counts(), (0, 0, 0));
 }

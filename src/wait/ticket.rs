@@ -14,10 +14,9 @@ pub(crate) enum Turn {
     Try,
     /// Wait for a signal, or until `Some(instant)` at the latest (then try).
     Wait(Option<Instant>),
-    /// A release handed this waiter the lock; its lease runs from this instant (when the
-    /// release was sent, or the adopted hold's last acquisition or renewal). `Some`: the
-    /// owner id of a hold of this process taken over as it stands.
-    Handed(Instant, Option<OwnerId>),
+    /// A release handed this waiter the lock (the backend confirmed it); its lease runs
+    /// from this instant (when the release was sent).
+    Handed(Instant),
 }
 
 /// A place in a wait queue. Dropping it leaves the queue.
@@ -40,9 +39,7 @@ impl Ticket {
         };
         let mut offer = self.waiter.offer();
         match *offer {
-            OfferState::Handed(lease_from, ref adopted) => {
-                return Turn::Handed(lease_from, adopted.clone())
-            }
+            OfferState::Handed(lease_from) => return Turn::Handed(lease_from),
             // The release that offered it the lock will say how it went.
             OfferState::Offered => return Turn::Wait(None),
             _ => {}
@@ -88,8 +85,8 @@ impl Ticket {
 
     /// Leaves the queue. `Some`: a release handed this waiter the lock and it did not take
     /// it ([`acquired`](Self::acquired) was not called): the caller must release it for
-    /// the waiter, under the owner id it is held under. Dropping the ticket leaves too, and
-    /// ignores that case.
+    /// the waiter, under the waiter's owner id. Dropping the ticket leaves too, and ignores
+    /// that case.
     pub(crate) fn leave(&mut self) -> Option<OwnerId> {
         if std::mem::replace(&mut self.left, true) {
             return None;
@@ -97,9 +94,7 @@ impl Ticket {
         let mut state = self.queues.lock(&self.key);
         let before = std::mem::replace(&mut *self.waiter.offer(), OfferState::Gone);
         let orphaned = match before {
-            OfferState::Handed(_, adopted) if self.acquired_for.is_none() => {
-                Some(adopted.unwrap_or_else(|| self.waiter.owner.clone()))
-            }
+            OfferState::Handed(_) if self.acquired_for.is_none() => Some(self.waiter.owner.clone()),
             _ => None,
         };
         let Some(queue) = state.queues.get_mut(&self.key) else {
@@ -116,7 +111,9 @@ impl Ticket {
         }
         if queue.waiters.is_empty() {
             state.queues.remove(&self.key);
-            state.changes.insert(self.key.clone());
+            if !self.queues.inner.ready_at_once {
+                state.changes.insert(self.key.clone());
+            }
             self.queues
                 .queued_near(&self.key)
                 .fetch_sub(1, Ordering::AcqRel);

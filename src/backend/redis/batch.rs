@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use fred::bytes::BytesMut;
 use fred::prelude::*;
-use fred::types::Key;
 use tokio::sync::oneshot;
 
 use super::layout::Layout;
@@ -95,6 +94,9 @@ pub(super) struct Batcher {
 struct State {
     /// Sends (single or batch) on their way to Redis.
     in_flight: usize,
+    /// Counts the times the connection was found down: sends of an earlier generation may
+    /// hang on the lost connection until their time limit, and no longer hold a slot.
+    generation: u64,
     queue: Vec<Queued>,
     /// Operations sent in a batch of more than one (for tests and tuning).
     batched: u64,
@@ -133,6 +135,8 @@ impl Batcher {
 pub(super) enum Submitted {
     Sent(BoxFuture<Reply>),
     Queued(oneshot::Receiver<Reply>),
+    /// Failed before it was sent (the connection is down).
+    Failed(Option<BackendError>),
 }
 
 impl Future for Submitted {
@@ -144,19 +148,27 @@ impl Future for Submitted {
             Submitted::Queued(receiver) => Pin::new(receiver)
                 .poll(cx)
                 .map(|reply| reply.unwrap_or_else(|_| Err(missing_reply()))),
+            Submitted::Failed(error) => {
+                Poll::Ready(Err(error.take().unwrap_or_else(missing_reply)))
+            }
         }
     }
 }
 
-/// Sends `operation` now if a send slot is free, else with the next batch.
+/// Sends `operation` now if a send slot is free, else with the next batch. Fails at once
+/// while the client knows its connection is down: nothing waits for a reconnect.
 pub(super) fn submit(inner: &Arc<Inner>, operation: Operation) -> Submitted {
     let mut state = inner.batcher.state();
+    if !inner.client.is_connected() {
+        state.connection_lost();
+        return Submitted::Failed(Some(disconnected()));
+    }
     if state.in_flight < MAX_IN_FLIGHT && state.queue.is_empty() {
         state.in_flight += 1;
+        let slot = Slot(inner.clone(), state.generation);
         drop(state);
         // Whatever happens to this future (even a drop before its first poll), its slot
         // is handed on once the send is over.
-        let slot = Slot(inner.clone());
         let inner = inner.clone();
         return Submitted::Sent(Box::pin(async move {
             let _slot = slot;
@@ -175,19 +187,45 @@ fn missing_reply() -> BackendError {
     BackendError::new("the lock operation was abandoned before Redis answered")
 }
 
-/// A send slot, freed on drop: the queue gets it.
-struct Slot(Arc<Inner>);
+fn disconnected() -> BackendError {
+    BackendError::new("the connection to Redis is down (reconnecting); not waiting for it")
+}
+
+impl State {
+    /// The connection is down: queued operations fail now (they were never sent), and the
+    /// sends on their way stop counting (they may hang until their time limit; operations
+    /// after a reconnect must not queue behind them).
+    fn connection_lost(&mut self) {
+        for queued in self.queue.drain(..) {
+            let _ = queued.reply.send(Err(disconnected()));
+        }
+        if self.in_flight > 0 {
+            self.in_flight = 0;
+            self.generation += 1;
+        }
+    }
+}
+
+/// A send slot of one generation (see [`State::generation`]), freed on drop: the queue
+/// gets it.
+struct Slot(Arc<Inner>, u64);
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut state = self.0.batcher.state();
-        state.in_flight -= 1;
+        if state.generation == self.1 {
+            state.in_flight -= 1;
+        }
         send_queued(&self.0, state);
     }
 }
 
 /// Sends queued operations in batches while send slots are free.
 fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
+    if !state.queue.is_empty() && !inner.client.is_connected() {
+        state.connection_lost();
+        return;
+    }
     while state.in_flight < MAX_IN_FLIGHT {
         // Callers that went away before their operation was sent: nothing to do.
         state.queue.retain(|queued| !queued.reply.is_closed());
@@ -219,11 +257,11 @@ fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
         }
         let batch: Vec<Queued> = state.queue.drain(..take).collect();
         state.in_flight += 1;
+        let slot = Slot(inner.clone(), state.generation);
         // Spawned without the lock: a runtime that is shutting down drops the task at once,
         // and with it the slot, whose drop takes the lock. The slot lives in the task's
         // future, so that such a drop (even before a first poll) gives it back.
         drop(state);
-        let slot = Slot(inner.clone());
         runtime.spawn(async move {
             let (operations, senders): (Vec<_>, Vec<_>) = batch
                 .into_iter()
@@ -289,7 +327,7 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
             other.as_string().unwrap_or_default()
         ))),
     };
-    match inner.eval_batch(arguments).await {
+    match inner.eval_batch(&operations[0].key, arguments).await {
         // A single operation's reply comes bare.
         Ok(value) if operations.len() == 1 && !matches!(value, Value::Array(_)) => {
             vec![reply(value, &operations[0])]
@@ -323,7 +361,7 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
 /// The script's keys and arguments for `operations`, written into one buffer that they all
 /// share: fred keeps a handle on every argument of a command (to re-send it), and a handle
 /// on a buffer of its own costs an allocation, so this saves several per operation.
-fn arguments(operations: &[Operation], layout: &Layout) -> (Vec<Key>, Vec<Value>) {
+fn arguments(operations: &[Operation], layout: &Layout) -> (Vec<Value>, Vec<Value>) {
     let mut text = BytesMut::with_capacity(
         operations
             .iter()
@@ -354,10 +392,10 @@ fn arguments(operations: &[Operation], layout: &Layout) -> (Vec<Key>, Vec<Value>
     }
     for operation in layout.order().map(|index| &operations[index]) {
         let key = operation.key.as_str().as_bytes();
-        keys.push(Key::from(piece(&[key])));
+        keys.push(Value::Bytes(piece(&[key])));
         if operation.kind == Kind::Release {
             let [prefix, open, key, close] = operation.key.channel_parts();
-            keys.push(Key::from(piece(&[
+            keys.push(Value::Bytes(piece(&[
                 prefix.as_bytes(),
                 open.as_bytes(),
                 key.as_bytes(),

@@ -9,7 +9,7 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 use tokio::task::JoinHandle;
 
-use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs};
+use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs, ReleaseReply};
 use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::wait::WaitQueues;
@@ -122,7 +122,11 @@ impl RedisBackend {
                 subscriber,
                 options: Options {
                     timeout: Some(DEFAULT_COMMAND_TIMEOUT),
+                    // Fail at once while the connection is down, and never queue a command
+                    // for a later reconnect (fred's retry of a write that found no
+                    // connection does not look at `fail_fast`, only at the attempts left).
                     fail_fast: true,
+                    max_attempts: Some(1),
                     ..Default::default()
                 },
                 batch: Script::from_lua(scripts::batch(if sharded {
@@ -195,32 +199,52 @@ impl Inner {
     /// Runs the batch script by EVALSHA; loads it and runs it again when the server does
     /// not know it (after a restart or `SCRIPT FLUSH`). `args` builds the keys and
     /// arguments (twice only in that case).
-    async fn eval_batch<A>(&self, args: A) -> Result<Value, BackendError>
+    ///
+    /// Sent with `custom` rather than fred's `evalsha`: fred's `WithOptions` does not
+    /// implement its script interface, so `with_options(..).evalsha(..)` runs on the bare
+    /// client, and neither the command's time limit nor failing fast while disconnected
+    /// would apply.
+    async fn eval_batch<A>(&self, key: &LockKey, args: A) -> Result<Value, BackendError>
     where
-        A: Fn() -> (Vec<Key>, Vec<Value>),
+        A: Fn() -> (Vec<Value>, Vec<Value>),
     {
         let client = self.client.with_options(&self.options);
-        let (keys, values) = args();
+        // All keys of one call share a slot (the batch groups them so).
+        let evalsha = evalsha(key);
         let result = match client
-            .evalsha::<Value, _, _, _>(self.batch.sha1().clone(), keys, values)
+            .custom::<Value, _>(evalsha.clone(), self.evalsha_arguments(&args))
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 // Boxed: the rare path does not weigh on every operation's future.
-                let (keys, values) = args();
-                Box::pin(self.reload_and_eval(&client, keys, values)).await
+                let arguments = self.evalsha_arguments(&args);
+                Box::pin(self.reload_and_eval(&client, evalsha, arguments)).await
             }
             other => other,
         };
         result.map_err(|e| BackendError::with_source("Redis command failed", e))
     }
 
+    /// `EVALSHA sha numkeys key… arg…` as one argument list.
+    fn evalsha_arguments<A>(&self, args: &A) -> Vec<Value>
+    where
+        A: Fn() -> (Vec<Value>, Vec<Value>),
+    {
+        let (keys, values) = args();
+        let mut all = Vec::with_capacity(2 + keys.len() + values.len());
+        all.push(Value::String(self.batch.sha1().clone()));
+        all.push(Value::Integer(keys.len() as i64));
+        all.extend(keys);
+        all.extend(values);
+        all
+    }
+
     /// Loads the script again (after a restart or `SCRIPT FLUSH`) and runs it.
     async fn reload_and_eval(
         &self,
         client: &fred::clients::WithOptions<Client>,
-        keys: Vec<Key>,
-        values: Vec<Value>,
+        evalsha: fred::types::CustomCommand,
+        arguments: Vec<Value>,
     ) -> Result<Value, Error> {
         tracing::debug!("Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
         let lua = self.batch.lua().cloned().unwrap_or_default();
@@ -228,12 +252,25 @@ impl Inner {
         if self.client.is_clustered() {
             self.client.script_load_cluster::<(), _>(lua).await?;
         } else {
-            client.script_load::<(), _>(lua).await?;
+            self.client.script_load::<(), _>(lua).await?;
         }
-        client
-            .evalsha(self.batch.sha1().clone(), keys, values)
-            .await
+        client.custom(evalsha, arguments).await
     }
+}
+
+/// An error for a reply code the lock script never gives (a script of another version
+/// answered, or the reply was garbled): never guessed into an outcome.
+fn unknown_reply(operation: &str, code: i64) -> BackendError {
+    BackendError::new(format!(
+        "Redis answered {code} to {operation}, which the lock script never answers"
+    ))
+}
+
+/// `EVALSHA`, routed on a cluster to the slot of `key` (fred hashes a custom command's
+/// first string argument otherwise: the SHA).
+fn evalsha(key: &LockKey) -> fred::types::CustomCommand {
+    let slot = fred::util::redis_keyslot(key.as_str().as_bytes());
+    fred::types::CustomCommand::new_static("EVALSHA", fred::types::ClusterHash::Custom(slot), false)
 }
 
 impl Drop for Inner {
@@ -290,13 +327,14 @@ impl Backend for RedisBackend {
                     None => Attempt::Acquired,
                 },
                 scripts::LOST => Attempt::Lost,
+                scripts::BUSY_FOREVER => Attempt::Busy(None),
                 pttl if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
-                _ => Attempt::Busy(None),
+                other => return Err(unknown_reply("an acquisition", other)),
             })
         })
     }
 
-    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<Released, BackendError>> {
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         // Only an owner's last hold is handed over (the script checks it too).
         let (kind, lease, successor) = match args.successor {
             Some(successor) if args.expected <= 1 => {
@@ -313,13 +351,26 @@ impl Backend for RedisBackend {
             successor,
         });
         Box::pin(async move {
-            Ok(match reply.await? {
-                scripts::NOT_HELD => Released::NotHeld,
-                0 => Released::StillHeld,
-                scripts::HANDED_OVER => Released::HandedOver,
-                _ => Released::Unlocked,
-            })
+            let code = reply.await?;
+            let released = match (kind, code) {
+                (_, scripts::NOT_HELD) => Released::NotHeld,
+                (_, 0) => Released::StillHeld,
+                (Kind::HandOver, scripts::HANDED_OVER) => Released::HandedOver,
+                (Kind::Release, reached) if reached >= scripts::UNLOCKED => {
+                    let listeners = u32::try_from(reached - scripts::UNLOCKED).ok();
+                    return Ok(ReleaseReply {
+                        released: Released::Unlocked,
+                        listeners,
+                    });
+                }
+                (_, other) => return Err(unknown_reply("a release", other)),
+            };
+            Ok(ReleaseReply::new(released))
         })
+    }
+
+    fn is_available(&self) -> bool {
+        self.inner.client.is_connected()
     }
 
     fn hands_over(&self) -> bool {
@@ -350,7 +401,13 @@ impl Backend for RedisBackend {
             expected: 0,
             successor: None,
         });
-        Box::pin(async move { Ok(reply.await? == 1) })
+        Box::pin(async move {
+            match reply.await? {
+                1 => Ok(true),
+                0 => Ok(false),
+                other => Err(unknown_reply("a renewal", other)),
+            }
+        })
     }
 
     fn attach(&self, queues: WaitQueues) {

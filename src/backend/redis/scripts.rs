@@ -30,6 +30,9 @@ pub(crate) const BUSY_FOREVER: i64 = -2;
 pub(crate) const LOST: i64 = -3;
 /// Release: the owner does not hold the lock.
 pub(crate) const NOT_HELD: i64 = -1;
+/// Release: the lock was deleted and the unlock message published; the reply is this plus
+/// the number of subscribers the message reached.
+pub(crate) const UNLOCKED: i64 = 1;
 /// Hand-over: the owner's last hold went straight to the successor.
 pub(crate) const HANDED_OVER: i64 = 2;
 
@@ -55,8 +58,9 @@ pub(crate) const HANDED_OVER: i64 = 2;
 ///
 /// Returns one value per operation (a bare value for a single operation, else an array):
 /// - acquire: [`ACQUIRED`], the holder's PTTL when busy, [`BUSY_FOREVER`], or [`LOST`];
-/// - release: [`NOT_HELD`], 0 when a reentrant hold remains, 1 when the lock was deleted
-///   and Redisson's UNLOCK message (`0`) published with `publish` (PUBLISH or SPUBLISH);
+/// - release: [`NOT_HELD`], 0 when a reentrant hold remains, [`UNLOCKED`] plus the number
+///   of subscribers reached when the lock was deleted and Redisson's UNLOCK message (`0`)
+///   published with `publish` (PUBLISH or SPUBLISH);
 /// - hand-over (the owner's last hold): [`HANDED_OVER`] when the lock now belongs to the
 ///   successor with one hold and the successor's lease, in the same step (the lock is
 ///   never free, so nobody else can take it and nothing is published: to every other
@@ -165,8 +169,7 @@ while i <= n do
         else
           redis.call('del', key)
         end
-        redis.call('{publish}', channel, '{UNLOCK_MESSAGE}')
-        result = 1
+        result = {UNLOCKED} + redis.call('{publish}', channel, '{UNLOCK_MESSAGE}')
       end
     end
   end
