@@ -13,6 +13,7 @@ use crate::key::{LockKey, OwnerId};
 use crate::loss::{Loss, LossSignal};
 use crate::manager::ManagerInner;
 use crate::orphans::release_unowned;
+use crate::outage::answer_within;
 use crate::request::InlineWatchdog;
 use crate::settle::Settle;
 use crate::wait::{Claim, Offer, Wake};
@@ -327,6 +328,16 @@ impl LockGuard {
         Hold::release(count).await
     }
 
+    /// Releases, but returns early (`None`) once the backend says it cannot be reached: the
+    /// release, with its re-sends, then goes on in the background. For the HTTP layer,
+    /// whose response must not wait for Redis to come back.
+    pub(crate) async fn release_promptly(self) -> Option<Result<Released, BackendError>> {
+        let manager = self.hold().manager.clone();
+        answer_within(self.release(), None, &*manager.backend)
+            .await
+            .ok()
+    }
+
     /// Releases without a future when that needs no waiting: the count lock is free, no
     /// renewal is under way and the backend answers at once. `Err(self)`: not so; use
     /// [`release`](Self::release).
@@ -387,7 +398,16 @@ pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
             _ => None,
         }
     });
-    let result = attempt.await;
+    // Not waiting on a lost connection: dropped, the attempt finishes in the background,
+    // where its undo keeps the count lock until it is over.
+    let result = match answer_within(attempt, None, &*hold.manager.backend).await {
+        Ok(result) => result,
+        Err(_) => {
+            return Err(LockError::Unavailable(BackendError::new(
+                "the lock backend is unreachable (reconnecting)",
+            )))
+        }
+    };
     let mut count = count
         .lock()
         .unwrap_or_else(|e| e.into_inner())

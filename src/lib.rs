@@ -55,6 +55,7 @@ pub mod layer;
 mod loss;
 mod manager;
 mod orphans;
+mod outage;
 mod rejection;
 mod renewals;
 mod request;

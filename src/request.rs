@@ -13,6 +13,7 @@ use crate::key::{LockKey, OwnerId};
 use crate::loss::Loss;
 use crate::manager::{LockManager, ManagerInner};
 use crate::orphans::{release_unowned, Queued};
+use crate::outage::{answer_within, GaveUp};
 use crate::settle::Settle;
 use crate::wait::{Claim, Local, Turn};
 use crate::watchdog::{Keeper, RenewGate};
@@ -287,6 +288,7 @@ async fn wait_for(
         holder_lease: holder_until.map(|until| until.saturating_duration_since(Instant::now())),
     };
 
+    let backend = &*inner.backend;
     // Local waiters go first: a newcomer does not try before them, nor while a holder in
     // this process has the lock.
     let mut holder_lease = None;
@@ -298,22 +300,17 @@ async fn wait_for(
         // duplicates costs one attempt, not one each).
         let claim = inner.queues.claim(key);
         let sent = Instant::now();
-        // A waiting request's deadline also bounds its first attempt (a slow backend),
-        // unless the backend's own time limit comes first (a single try, or the common
-        // long wait: no timer to set and cancel).
-        let bounded = inner
-            .backend
-            .acquire_time_limit()
-            .is_some_and(|limit| limit <= wait);
-        let first = if wait.is_zero() || bounded {
-            attempt(inner, key, owner, lease).await
-        } else {
-            match tokio::time::timeout_at(deadline, attempt(inner, key, owner, lease)).await {
-                Ok(result) => result,
-                Err(_) => Err(BackendError::new(format!(
-                    "no answer from the lock backend within the wait ({wait:?})"
-                ))),
-            }
+        // A waiting request's deadline also bounds its first attempt (a slow backend); a
+        // single try is bounded by the backend's own time limit. Neither waits on a
+        // connection the backend has found lost.
+        let deadline = (!wait.is_zero()).then_some(deadline);
+        let first = match answer_within(attempt(inner, key, owner, lease), deadline, backend).await
+        {
+            Ok(result) => result,
+            Err(GaveUp::Deadline) => Err(BackendError::new(format!(
+                "no answer from the lock backend within the wait ({wait:?})"
+            ))),
+            Err(GaveUp::Unreachable) => Err(backend_down()),
         };
         match first? {
             Attempt::Acquired => return Ok((sent, Duration::ZERO, claim)),
@@ -340,8 +337,15 @@ async fn wait_for(
         match ticket.get().turn() {
             Turn::Try => {
                 let sent = Instant::now();
-                match tokio::time::timeout_at(deadline, attempt(inner, key, owner, lease)).await {
-                    Err(_) => break,
+                let attempt = attempt(inner, key, owner, lease);
+                match answer_within(attempt, Some(deadline), backend).await {
+                    Err(GaveUp::Deadline) => break,
+                    // Its owner id is not used again: the attempt may still land, and is
+                    // undone in the background if it does.
+                    Err(GaveUp::Unreachable) => {
+                        last_error = Some(backend_down());
+                        break;
+                    }
                     Ok(Ok(Attempt::Acquired)) => {
                         let claim = inner.queues.claim(key);
                         ticket.acquired();

@@ -206,3 +206,140 @@ async fn restart_while_held_follows_the_lost_lock_policy() {
     }
     panic!("no recovery after the restart: {last}");
 }
+
+/// Redis is killed under load. Requests sent after that get a 503 at once (they used to
+/// wait the command time limit, or queue behind the reconnect and get a 200 once Redis
+/// was back), and a request that was waiting behind a holder when Redis went away gets a
+/// 503 when its wait ends, not a 409. Then the same app serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_answered_with_503_at_once() {
+    const COMMAND_LIMIT: Duration = Duration::from_secs(30);
+    const PROMPT: Duration = Duration::from_secs(2);
+    let mut server = RedisServer::start();
+    let backend = tower_lock::backend::RedisBackend::connect(&server.url())
+        .await
+        .unwrap()
+        .command_timeout(COMMAND_LIMIT);
+    let locks = LockManager::builder().backend(backend);
+    let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let app = Router::new()
+        .route(
+            "/orders/{orderId}/hold",
+            post({
+                let release = release.clone();
+                move || {
+                    let (entered_tx, release) = (entered_tx.clone(), release.clone());
+                    async move {
+                        let _ = entered_tx.send(());
+                        release.notified().await;
+                        "held"
+                    }
+                }
+            }),
+        )
+        .route("/orders/{orderId}", post(|| async { "ok" }))
+        .route_layer(
+            LockLayer::by_path_param("orderId")
+                .wait(Duration::from_secs(3))
+                .manager(locks.clone()),
+        );
+    let holder = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, "/orders/1/hold").await }
+    });
+    entered.recv().await.unwrap();
+    let waiting = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, "/orders/1").await }
+    });
+    support::eventually("a request waits behind the holder", || async {
+        (locks.waiting("orderId:1") == 1).then_some(())
+    })
+    .await;
+
+    // Load: clients sending requests for many orders, one after the other.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..16)
+        .map(|client| {
+            let (app, stop) = (app.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                let mut order = 2 + client * 1000;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    order += 1;
+                    let sent = tokio::time::Instant::now();
+                    let (status, _, _) = call(&app, &format!("/orders/{order}")).await;
+                    answers.push((sent, sent.elapsed(), status));
+                    // A 503 is answered without waiting on anything: let the others run.
+                    tokio::task::yield_now().await;
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.stop();
+    let gone = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut after, mut in_flight) = (Vec::new(), Duration::ZERO);
+    for client in clients {
+        let answers = tokio::time::timeout(COMMAND_LIMIT / 2, client)
+            .await
+            .expect("every client's last request is answered")
+            .unwrap();
+        for (sent, took, status) in answers {
+            if sent >= gone {
+                after.push((took, status));
+            } else if sent + took > gone {
+                // On its way when Redis went away.
+                in_flight = in_flight.max(took);
+            }
+        }
+    }
+    println!("slowest request on its way as Redis went away: {in_flight:?}");
+    assert!(in_flight < PROMPT, "not held until the command time limit");
+    assert!(
+        after.len() > 100,
+        "load during the outage ({})",
+        after.len()
+    );
+    assert!(
+        after
+            .iter()
+            .all(|(_, status)| *status == StatusCode::SERVICE_UNAVAILABLE),
+        "every request sent during the outage is a 503"
+    );
+    let mut took: Vec<Duration> = after.iter().map(|(took, _)| *took).collect();
+    took.sort();
+    let p = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
+    println!(
+        "503s during the outage: {} answered, p50 {:?}, p99 {:?}, max {:?}",
+        took.len(),
+        p(0.5),
+        p(0.99),
+        p(1.0)
+    );
+    assert!(p(1.0) < PROMPT, "answered without waiting for Redis");
+
+    let (status, _, body) = tokio::time::timeout(PROMPT * 3, waiting)
+        .await
+        .expect("the waiting request is answered when its wait ends")
+        .unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "not busy: {body}");
+
+    server.resume();
+    release.notify_one();
+    let _ = holder.await;
+    let mut last = String::new();
+    for _ in 0..200 {
+        let (status, _, body) = call(&app, "/orders/1").await;
+        if status == StatusCode::OK {
+            return;
+        }
+        last = body;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no recovery after Redis came back: {last}");
+}

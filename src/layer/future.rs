@@ -248,11 +248,19 @@ fn release_now(guard: LockGuard) -> Result<(), BoxFuture<()>> {
     }
 }
 
+/// Releases before the response goes out; while the backend cannot be reached, the
+/// response goes out at once and the release is retried in the background.
 fn release(guard: LockGuard) -> BoxFuture<()> {
     Box::pin(async move {
         let key = guard.key().clone();
-        if let Err(error) = guard.release().await {
-            tracing::warn!(%key, %error, "tower-lock: release failed; the lock ends with its lease");
+        match guard.release_promptly().await {
+            Some(Err(error)) => {
+                tracing::warn!(%key, %error, "tower-lock: release failed; the lock ends with its lease");
+            }
+            None => {
+                tracing::warn!(%key, "tower-lock: lock backend unreachable; answering now and releasing in the background");
+            }
+            Some(Ok(_)) => {}
         }
     })
 }

@@ -12,9 +12,14 @@ use crate::error::BackendError;
 /// The command client and the subscriber, with tower-lock's connection settings.
 pub(super) fn build(config: Config) -> Result<(Client, SubscriberClient), BackendError> {
     let mut builder = Builder::from_config(config);
+    // Reconnect forever with backoff (1, 4, 16 … ms, at most 2 s, plus up to 20 ms of
+    // jitter); commands fail fast meanwhile. The first attempt comes at once: fred's
+    // client says it is connected until that attempt starts, and an operation sent until
+    // then waits behind the reconnect (see `outage`).
+    let mut policy = ReconnectPolicy::new_exponential(0, 1, 2_000, 4);
+    policy.set_jitter(20);
     builder
-        // Reconnect forever with backoff; commands fail fast meanwhile.
-        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+        .set_policy(policy)
         .with_connection_config(|c| {
             c.connection_timeout = Duration::from_secs(5);
             c.internal_command_timeout = Duration::from_secs(5);

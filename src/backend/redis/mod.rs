@@ -378,15 +378,6 @@ impl Backend for RedisBackend {
         self.inner.replica_ack.is_none()
     }
 
-    fn acquire_time_limit(&self) -> Option<Duration> {
-        // Queued behind sends on their way (each bounded by the time limit), then sent.
-        // Waiting for replicas (and undoing on too few) adds more: no bound given then.
-        if self.inner.replica_ack.is_some() {
-            return None;
-        }
-        self.inner.options.timeout.map(|limit| limit * 2)
-    }
-
     fn renew(
         &self,
         key: LockKey,
