@@ -333,9 +333,7 @@ impl LockGuard {
     /// whose response must not wait for Redis to come back.
     pub(crate) async fn release_promptly(self) -> Option<Result<Released, BackendError>> {
         let manager = self.hold().manager.clone();
-        answer_within(self.release(), None, &*manager.backend)
-            .await
-            .ok()
+        answer_within(self.release(), None, &manager).await.ok()
     }
 
     /// Releases without a future when that needs no waiting: the count lock is free, no
@@ -400,7 +398,7 @@ pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
     });
     // Not waiting on a lost connection: dropped, the attempt finishes in the background,
     // where its undo keeps the count lock until it is over.
-    let result = match answer_within(attempt, None, &*hold.manager.backend).await {
+    let result = match answer_within(attempt, None, &hold.manager).await {
         Ok(result) => result,
         Err(_) => {
             return Err(LockError::Unavailable(BackendError::new(

@@ -288,7 +288,6 @@ async fn wait_for(
         holder_lease: holder_until.map(|until| until.saturating_duration_since(Instant::now())),
     };
 
-    let backend = &*inner.backend;
     // Local waiters go first: a newcomer does not try before them, nor while a holder in
     // this process has the lock.
     let mut holder_lease = None;
@@ -300,12 +299,16 @@ async fn wait_for(
         // duplicates costs one attempt, not one each).
         let claim = inner.queues.claim(key);
         let sent = Instant::now();
-        // A waiting request's deadline also bounds its first attempt (a slow backend); a
-        // single try is bounded by the backend's own time limit. Neither waits on a
-        // connection the backend has found lost.
-        let deadline = (!wait.is_zero()).then_some(deadline);
-        let first = match answer_within(attempt(inner, key, owner, lease), deadline, backend).await
-        {
+        // A waiting request's deadline also bounds its first attempt (a slow backend),
+        // unless the backend's own time limit comes first (a single try, or the common
+        // long wait: no timer to set and cancel). Neither waits on a connection the
+        // backend has found lost.
+        let bounded = inner
+            .backend
+            .acquire_time_limit()
+            .is_some_and(|limit| limit <= wait);
+        let deadline = (!wait.is_zero() && !bounded).then_some(deadline);
+        let first = match answer_within(attempt(inner, key, owner, lease), deadline, inner).await {
             Ok(result) => result,
             Err(GaveUp::Deadline) => Err(BackendError::new(format!(
                 "no answer from the lock backend within the wait ({wait:?})"
@@ -338,7 +341,7 @@ async fn wait_for(
             Turn::Try => {
                 let sent = Instant::now();
                 let attempt = attempt(inner, key, owner, lease);
-                match answer_within(attempt, Some(deadline), backend).await {
+                match answer_within(attempt, Some(deadline), inner).await {
                     Err(GaveUp::Deadline) => break,
                     // Its owner id is not used again: the attempt may still land, and is
                     // undone in the background if it does.

@@ -158,6 +158,14 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
+    /// How long one [`acquire`](Self::acquire) can take at most before it fails, if the
+    /// backend bounds it itself (a command time limit). A waiting acquisition whose wait
+    /// is longer than this does not need a timer of its own around its first attempt.
+    /// Default: `None` (unbounded; the manager sets a timer).
+    fn acquire_time_limit(&self) -> Option<Duration> {
+        None
+    }
+
     /// Extends the lease if `owner` still holds the lock; `Ok(false)` when it does not.
     fn renew(
         &self,

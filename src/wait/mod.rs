@@ -38,6 +38,9 @@ struct Inner {
     shards: [Shard; SHARDS],
     /// Signalled when the set of watched names changed (see [`WaitQueues::changed`]).
     changed: Notify,
+    /// Signalled when the backend lost its connection (see
+    /// [`WaitQueues::connection_lost`]).
+    outage: Notify,
     /// Queues are ready at once: the backend needs no subscription (single process).
     ready_at_once: bool,
     next_waiter: AtomicU64,
@@ -127,6 +130,7 @@ impl WaitQueues {
             inner: Arc::new(Inner {
                 shards: Default::default(),
                 changed: Notify::new(),
+                outage: Notify::new(),
                 ready_at_once,
                 next_waiter: AtomicU64::new(1),
                 queued: QueuedNames::default(),
@@ -161,6 +165,18 @@ impl WaitQueues {
     /// Every part of the queues, one after the other.
     fn each_shard(&self) -> impl Iterator<Item = MutexGuard<'_, State>> {
         self.inner.shards.iter().map(lock_shard)
+    }
+
+    /// The backend found its connection lost: operations waiting on it look whether it can
+    /// still be reached, and give up if not (an operation sent as the connection dropped
+    /// may otherwise wait behind the reconnect).
+    pub fn connection_lost(&self) {
+        self.inner.outage.notify_waiters();
+    }
+
+    /// Completes at the next [`connection_lost`](Self::connection_lost).
+    pub(crate) fn outage(&self) -> tokio::sync::futures::Notified<'_> {
+        self.inner.outage.notified()
     }
 
     /// Completes when names were added or removed since the last [`take_changes`](Self::take_changes).

@@ -17,6 +17,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use fred::bytes::BytesMut;
+use fred::bytes_utils::Str;
 use fred::prelude::*;
 use tokio::sync::oneshot;
 
@@ -318,7 +319,7 @@ async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
 /// One script call for `operations` (all in one slot).
 async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
     let layout = Layout::of(operations);
-    let arguments = || arguments(operations, &layout);
+    let arguments = || arguments(operations, &layout, inner.batch.sha1());
     let reply = |value: Value, operation: &Operation| match value {
         Value::Integer(code) => Ok(code),
         other => Err(BackendError::new(format!(
@@ -358,10 +359,11 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
     }
 }
 
-/// The script's keys and arguments for `operations`, written into one buffer that they all
-/// share: fred keeps a handle on every argument of a command (to re-send it), and a handle
-/// on a buffer of its own costs an allocation, so this saves several per operation.
-fn arguments(operations: &[Operation], layout: &Layout) -> (Vec<Value>, Vec<Value>) {
+/// `EVALSHA`'s arguments for `operations` (the SHA, the key count, the keys, the script's
+/// arguments), written into one buffer that they all share: fred keeps a handle on every
+/// argument of a command (to re-send it), and a handle on a buffer of its own costs an
+/// allocation, so this saves several per operation.
+fn arguments(operations: &[Operation], layout: &Layout, sha: &Str) -> Vec<Value> {
     let mut text = BytesMut::with_capacity(
         operations
             .iter()
@@ -383,32 +385,41 @@ fn arguments(operations: &[Operation], layout: &Layout) -> (Vec<Value>, Vec<Valu
         }
         text.split().freeze()
     };
-    let mut keys = Vec::with_capacity(operations.len() * 2);
-    let mut values = Vec::with_capacity(operations.len() * 4 + 2);
-    if layout.has_header() {
-        for count in [layout.shared_exists, layout.deferred_from] {
-            values.push(Value::Bytes(piece(&[decimal(count as u64, &mut [0; 20])])));
-        }
-    }
-    for operation in layout.order().map(|index| &operations[index]) {
+    let releases = operations
+        .iter()
+        .filter(|operation| operation.kind == Kind::Release)
+        .count();
+    let keys = operations.len() + releases;
+    let mut arguments = Vec::with_capacity(2 + keys + operations.len() * 4 + 2);
+    arguments.push(Value::String(sha.clone()));
+    arguments.push(Value::Integer(keys as i64));
+    let ordered = || layout.order().map(|index| &operations[index]);
+    for operation in ordered() {
         let key = operation.key.as_str().as_bytes();
-        keys.push(Value::Bytes(piece(&[key])));
+        arguments.push(Value::Bytes(piece(&[key])));
         if operation.kind == Kind::Release {
             let [prefix, open, key, close] = operation.key.channel_parts();
-            keys.push(Value::Bytes(piece(&[
+            arguments.push(Value::Bytes(piece(&[
                 prefix.as_bytes(),
                 open.as_bytes(),
                 key.as_bytes(),
                 close.as_bytes(),
             ])));
         }
-        let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
-        values.push(Value::Bytes(piece(&[decimal(lease, &mut [0; 20])])));
-        values.push(Value::Bytes(piece(&[operation.owner.as_bytes()])));
-        values.push(operation.op_text());
-        if let Some(successor) = &operation.successor {
-            values.push(Value::Bytes(piece(&[successor.as_bytes()])));
+    }
+    if layout.has_header() {
+        for count in [layout.shared_exists, layout.deferred_from] {
+            arguments.push(Value::Bytes(piece(&[decimal(count as u64, &mut [0; 20])])));
         }
     }
-    (keys, values)
+    for operation in ordered() {
+        let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
+        arguments.push(Value::Bytes(piece(&[decimal(lease, &mut [0; 20])])));
+        arguments.push(Value::Bytes(piece(&[operation.owner.as_bytes()])));
+        arguments.push(operation.op_text());
+        if let Some(successor) = &operation.successor {
+            arguments.push(Value::Bytes(piece(&[successor.as_bytes()])));
+        }
+    }
+    arguments
 }

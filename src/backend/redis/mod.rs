@@ -197,8 +197,8 @@ impl RedisBackend {
 
 impl Inner {
     /// Runs the batch script by EVALSHA; loads it and runs it again when the server does
-    /// not know it (after a restart or `SCRIPT FLUSH`). `args` builds the keys and
-    /// arguments (twice only in that case).
+    /// not know it (after a restart or `SCRIPT FLUSH`). `args` builds EVALSHA's arguments
+    /// (twice only in that case).
     ///
     /// Sent with `custom` rather than fred's `evalsha`: fred's `WithOptions` does not
     /// implement its script interface, so `with_options(..).evalsha(..)` runs on the bare
@@ -206,37 +206,19 @@ impl Inner {
     /// would apply.
     async fn eval_batch<A>(&self, key: &LockKey, args: A) -> Result<Value, BackendError>
     where
-        A: Fn() -> (Vec<Value>, Vec<Value>),
+        A: Fn() -> Vec<Value>,
     {
         let client = self.client.with_options(&self.options);
         // All keys of one call share a slot (the batch groups them so).
         let evalsha = evalsha(key);
-        let result = match client
-            .custom::<Value, _>(evalsha.clone(), self.evalsha_arguments(&args))
-            .await
-        {
+        let result = match client.custom::<Value, _>(evalsha.clone(), args()).await {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 // Boxed: the rare path does not weigh on every operation's future.
-                let arguments = self.evalsha_arguments(&args);
-                Box::pin(self.reload_and_eval(&client, evalsha, arguments)).await
+                Box::pin(self.reload_and_eval(&client, evalsha, args())).await
             }
             other => other,
         };
         result.map_err(|e| BackendError::with_source("Redis command failed", e))
-    }
-
-    /// `EVALSHA sha numkeys key… arg…` as one argument list.
-    fn evalsha_arguments<A>(&self, args: &A) -> Vec<Value>
-    where
-        A: Fn() -> (Vec<Value>, Vec<Value>),
-    {
-        let (keys, values) = args();
-        let mut all = Vec::with_capacity(2 + keys.len() + values.len());
-        all.push(Value::String(self.batch.sha1().clone()));
-        all.push(Value::Integer(keys.len() as i64));
-        all.extend(keys);
-        all.extend(values);
-        all
     }
 
     /// Loads the script again (after a restart or `SCRIPT FLUSH`) and runs it.
@@ -255,6 +237,29 @@ impl Inner {
             self.client.script_load::<(), _>(lua).await?;
         }
         client.custom(evalsha, arguments).await
+    }
+}
+
+/// Tells the wait queues when the client loses its connection. fred reports the loss
+/// (its error broadcast) before it says so in its state, which changes only when its first
+/// reconnect attempt starts (at once, see `connect`): operations pending on the lost
+/// connection are told once the state has changed, so that they find the backend
+/// unavailable (see `crate::outage`).
+async fn notice_outages(client: Client, queues: WaitQueues) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut errors = client.error_rx();
+    loop {
+        match errors.recv().await {
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
+        for _ in 0..100 {
+            if !client.is_connected() {
+                queues.connection_lost();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     }
 }
 
@@ -378,6 +383,15 @@ impl Backend for RedisBackend {
         self.inner.replica_ack.is_none()
     }
 
+    fn acquire_time_limit(&self) -> Option<Duration> {
+        // Queued behind sends on their way (each bounded by the time limit), then sent.
+        // Waiting for replicas (and undoing on too few) adds more: no bound given then.
+        if self.inner.replica_ack.is_some() {
+            return None;
+        }
+        self.inner.options.timeout.map(|limit| limit * 2)
+    }
+
     fn renew(
         &self,
         key: LockKey,
@@ -402,6 +416,14 @@ impl Backend for RedisBackend {
     }
 
     fn attach(&self, queues: WaitQueues) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let task = runtime.spawn(notice_outages(self.inner.client.clone(), queues.clone()));
+            self.inner
+                .tasks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(task);
+        }
         let tasks = subscriptions::spawn(
             self.inner.client.clone(),
             self.inner.subscriber.clone(),
