@@ -199,11 +199,13 @@ impl LockManager {
     /// What this manager tracks right now (for metrics and leak checks): every figure
     /// returns to zero once no lock is held or awaited.
     pub fn stats(&self) -> ManagerStats {
-        let (waiting_names, waiters, claimed_names) = self.inner.queues.counts();
+        let (waiting_names, waiters, claimed_names, subscription_changes) =
+            self.inner.queues.counts();
         ManagerStats {
             waiting_names,
             waiters,
             claimed_names,
+            subscription_changes,
             renewals: self.inner.renewals.len(),
         }
     }
@@ -237,6 +239,9 @@ pub struct ManagerStats {
     /// no waiter near are not claimed (its own table keeps them; see
     /// [`MemoryBackend`](crate::backend::MemoryBackend)).
     pub claimed_names: usize,
+    /// Names whose Redis subscription is about to change (subscribed or unsubscribed by
+    /// the manager's subscriber task); always 0 on a backend without subscriptions.
+    pub subscription_changes: usize,
     /// Held locks whose lease the manager renews.
     pub renewals: usize,
 }

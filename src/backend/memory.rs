@@ -69,6 +69,21 @@ impl MemoryBackend {
         })
     }
 
+    /// Entries in the lock table: held locks, and locks whose lease ran out that were not
+    /// swept yet (for administration and leak checks: 0 once nothing is held and every
+    /// expired lease was swept or looked at).
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.0.lock().unwrap_or_else(|e| e.into_inner()).held.len())
+            .sum()
+    }
+
+    /// Whether the lock table is empty (see [`len`](Self::len)).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
         let attempt = self.with_locks(&args.key, |locks, now| {
             locks.sweep(now);

@@ -406,15 +406,17 @@ impl WaitQueues {
             .map_or(0, |q| q.waiters.len())
     }
 
-    /// (names with waiters, waiters, names claimed by holders or attempts).
-    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+    /// (names with waiters, waiters, names claimed by holders or attempts, names whose
+    /// subscription is about to change).
+    pub(crate) fn counts(&self) -> (usize, usize, usize, usize) {
         self.each_shard()
-            .fold((0, 0, 0), |(names, waiters, held), state| {
+            .fold((0, 0, 0, 0), |(names, waiters, held, changes), state| {
                 let queued: usize = state.queues.values().map(|q| q.waiters.len()).sum();
                 (
                     names + state.queues.len(),
                     waiters + queued,
                     held + state.held.len(),
+                    changes + state.changes.len(),
                 )
             })
     }
