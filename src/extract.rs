@@ -5,7 +5,6 @@ use std::ops::Deref;
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use http::request::Parts;
-use http::StatusCode;
 
 use crate::guard::LockGuard;
 use crate::held::HeldLock;
@@ -13,7 +12,7 @@ use crate::key::LockKey;
 use crate::key_source::KeySource;
 use crate::loss::LossSignal;
 use crate::manager::LockManager;
-use crate::rejection::LockRejection;
+use crate::rejection::{BusyAnswer, LockRejection};
 
 /// A request value that names a lock, such as an order id.
 ///
@@ -199,7 +198,8 @@ async fn lock_value<K: Lockable>(parts: &Parts, raw: &str) -> Result<Locked<K>, 
         what: K::source().describe(),
         reason,
     })?;
-    let rejection = |e| LockRejection::from_error(e, &K::source().describe(), StatusCode::CONFLICT);
+    let rejection =
+        |e| LockRejection::from_error(e, &K::source().describe(), BusyAnswer::default());
     let held = parts.extensions.get::<HeldLock>();
     // The request's manager, else that of the layer's lock (a layer given its own manager
     // does not put it in the extensions of the requests it locks).

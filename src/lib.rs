@@ -75,7 +75,7 @@ pub use manager::{
     LockManager, LockManagerBuilder, ManagerStats, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
     DEFAULT_WAIT, MAX_LEASE,
 };
-pub use rejection::LockRejection;
+pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};
 pub use request::LockRequest;
 pub use wait::WaitQueues;
 

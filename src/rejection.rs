@@ -16,13 +16,17 @@ use crate::key::LockKey;
 ///
 /// | case | status | `Retry-After` |
 /// |---|---|---|
-/// | [`Busy`](Self::Busy): still held after the wait | 409 (configurable: 423, 429, 503…) | the holder's remaining lease |
+/// | [`Busy`](Self::Busy): still held after the wait | 409 (configurable: 423, 429, 503…) | 1 s (configurable: [`LockLayer::busy_retry_after`](crate::LockLayer::busy_retry_after)) |
 /// | [`MissingKey`](Self::MissingKey): no parameter/header to lock on | 400 | — |
 /// | [`InvalidKey`](Self::InvalidKey): empty, not UTF-8, too long, unparsable | 400 | — |
 /// | [`Unavailable`](Self::Unavailable): the backend failed (fail closed) | 503 | 1 s |
 /// | [`Lost`](Self::Lost): the lock was lost while the handler ran (abort policy) | 503 | 1 s |
 /// | [`NoManager`](Self::NoManager): no [`LockManager`](crate::LockManager) installed | 500 | — |
 /// | [`Misplaced`](Self::Misplaced): path parameters not visible to the layer | 500 | — |
+///
+/// Bodies name the key and what is wrong with it; request values in them are cut to
+/// [`SHOWN_CHARS`] characters and control characters escaped, so a response never echoes
+/// a large or binary value back.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum LockRejection {
@@ -30,7 +34,11 @@ pub enum LockRejection {
     Busy {
         /// The busy lock.
         key: LockKey,
-        /// When to retry: the holder's remaining lease, as last seen.
+        /// When to retry (the layer's [`busy_retry_after`], 1 s by default). The holder's
+        /// lease says nothing useful here: the watchdog keeps renewing it (30 s) however
+        /// short the work.
+        ///
+        /// [`busy_retry_after`]: crate::LockLayer::busy_retry_after
         retry_after: Duration,
         /// The status to answer with (409 unless configured otherwise).
         status: StatusCode,
@@ -71,6 +79,30 @@ pub enum LockRejection {
 /// Retry-After for backend trouble.
 pub(crate) const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(1);
 
+/// Default Retry-After of a busy answer.
+pub const DEFAULT_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// How many characters of a request value a rejection's body shows.
+pub const SHOWN_CHARS: usize = 64;
+
+/// `text` as a response body may show it: at most [`SHOWN_CHARS`] characters (then `…`),
+/// control characters escaped (`\0`, `\n`, `\u{1b}`).
+fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(SHOWN_CHARS * 2) + 3);
+    for (count, c) in text.chars().enumerate() {
+        if count == SHOWN_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl LockRejection {
     /// The HTTP status of the default response.
     pub fn status(&self) -> StatusCode {
@@ -94,19 +126,23 @@ impl LockRejection {
             LockRejection::Busy {
                 key, retry_after, ..
             } => format!(
-                "`{key}` is busy: another request holds its lock. Retry after {} s.",
+                "`{}` is busy: another request holds its lock. Retry after {} s.",
+                shown(key.as_str()),
                 retry_after_secs(*retry_after)
             ),
             LockRejection::MissingKey { what } => {
                 format!("Missing {what}: this request needs it to take its lock.")
             }
-            LockRejection::InvalidKey { what, reason } => format!("Invalid {what}: {reason}."),
+            LockRejection::InvalidKey { what, reason } => {
+                format!("Invalid {what}: {}.", shown(reason))
+            }
             LockRejection::Unavailable { .. } => {
                 "The lock service is unavailable; the request was not processed. Retry later."
                     .to_owned()
             }
             LockRejection::Lost { key } => format!(
-                "The lock on `{key}` was lost while the request ran; it was aborted. Retry later."
+                "The lock on `{}` was lost while the request ran; it was aborted. Retry later.",
+                shown(key.as_str())
             ),
             LockRejection::NoManager => "No `LockManager` found for this request. Did you add \
                 `.layer(Extension(lock_manager))` to your Router (outside the `LockLayer`), or \
@@ -136,16 +172,14 @@ impl LockRejection {
     pub(crate) fn from_error(
         error: crate::LockError,
         what: &str,
-        busy_status: StatusCode,
+        busy: BusyAnswer,
     ) -> LockRejection {
         use crate::LockError;
         match error {
-            LockError::TimedOut {
-                key, holder_lease, ..
-            } => LockRejection::Busy {
+            LockError::TimedOut { key, .. } => LockRejection::Busy {
                 key,
-                retry_after: holder_lease.unwrap_or(Duration::from_secs(1)),
-                status: busy_status,
+                retry_after: busy.retry_after,
+                status: busy.status,
             },
             LockError::Unavailable(error) => {
                 tracing::warn!(%error, "tower-lock: lock backend unavailable; answering 503");
@@ -159,6 +193,22 @@ impl LockRejection {
                 reason,
             },
             LockError::Lost { key } => LockRejection::Lost { key },
+        }
+    }
+}
+
+/// How a busy lock is answered: its status and `Retry-After`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BusyAnswer {
+    pub(crate) status: StatusCode,
+    pub(crate) retry_after: Duration,
+}
+
+impl Default for BusyAnswer {
+    fn default() -> Self {
+        BusyAnswer {
+            status: StatusCode::CONFLICT,
+            retry_after: DEFAULT_BUSY_RETRY_AFTER,
         }
     }
 }
@@ -193,6 +243,19 @@ impl IntoResponse for LockRejection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_values_are_cut_and_escaped_in_bodies() {
+        assert_eq!(shown("order:42"), "order:42");
+        assert_eq!(shown("a\0b\nc\u{1b}"), "a\\0b\\nc\\u{1b}");
+        let long = "é".repeat(10_000);
+        let cut = shown(&long);
+        assert_eq!(cut.chars().count(), SHOWN_CHARS + 1);
+        assert!(cut.ends_with('…'));
+        let key = LockKey::new("", &format!("x{}\0", "y".repeat(5000)), 10_000).unwrap();
+        let body = LockRejection::Lost { key }.body_text();
+        assert!(body.len() < 300 && !body.contains('\0'), "{body}");
+    }
 
     #[test]
     fn retry_after_rounds_up_to_whole_seconds() {

@@ -165,3 +165,68 @@ fn nothing_is_left_held_or_waiting() {
     );
     assert_eq!(status, StatusCode::OK);
 }
+
+/// An order number from the path, whose parse error quotes the value (as most will).
+struct OrderId(#[allow(dead_code)] u64);
+
+impl tower_lock::Lockable for OrderId {
+    fn source() -> tower_lock::KeySource {
+        tower_lock::KeySource::path("orderId")
+    }
+    fn parse(raw: &str) -> Result<Self, String> {
+        raw.parse()
+            .map(OrderId)
+            .map_err(|_| format!("`{raw}` is not an order number"))
+    }
+    fn lock_name(&self) -> String {
+        format!("order:{}", self.0)
+    }
+}
+
+/// Rejection bodies never echo a request value whole: cut, with control characters
+/// escaped (a 10 KB value used to come back whole, a NUL byte too).
+#[test]
+fn rejections_cut_and_escape_request_values() {
+    let f = fixture();
+    let locks = LockManager::memory();
+    let app = Router::new()
+        .route(
+            "/orders/{orderId}",
+            get(|| async { "ok" })
+                .route_layer(LockLayer::for_key::<OrderId>().manager(locks.clone())),
+        )
+        .route(
+            "/p/{id}",
+            get(|| async { "ok" }).route_layer(
+                LockLayer::by_path_param("id")
+                    .wait(std::time::Duration::ZERO)
+                    .manager(locks.clone()),
+            ),
+        );
+    let long = format!("{}%00{}", "x".repeat(10_000), "y".repeat(100));
+    let (status, body) = call(
+        &app,
+        Request::get(format!("/orders/{long}"))
+            .body(Body::empty())
+            .unwrap(),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.len() < 400, "{} bytes: {body}", body.len());
+    assert!(!body.contains('\0') && body.contains('…'), "{body}");
+
+    // A busy answer names the key: a long one with a NUL byte in it.
+    let value = format!("{}\0", "z".repeat(900));
+    let _held = f
+        .runtime
+        .block_on(locks.lock(format!("id:{value}")).acquire())
+        .unwrap();
+    let (status, body) = call(
+        &app,
+        Request::get(format!("/p/{}", percent_encode(value.as_bytes())))
+            .body(Body::empty())
+            .unwrap(),
+    );
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.len() < 400, "{} bytes: {body}", body.len());
+    assert!(!body.contains('\0'), "{body}");
+}

@@ -196,7 +196,10 @@ async fn busy_answers_409_with_retry_after(kind: Kind) {
         .expect("Retry-After")
         .parse()
         .unwrap();
-    assert!((1..=30).contains(&retry_after), "Retry-After {retry_after}");
+    assert_eq!(
+        retry_after, 1,
+        "the default hint, not the holder's lease (30 s under the watchdog)"
+    );
     assert!(
         busy.body.contains("orderId:5"),
         "the body names the busy key: {}",
@@ -206,20 +209,28 @@ async fn busy_answers_409_with_retry_after(kind: Kind) {
     assert_eq!(first.await.unwrap().status, 200);
 }
 
-async fn busy_status_is_selectable(kind: Kind) {
+async fn busy_status_and_retry_after_are_selectable(kind: Kind) {
     let locks = manager(kind).await;
     let app = Router::new()
         .route("/orders/{orderId}", post(|| async { "ok" }))
         .route_layer(
             LockLayer::by_path_param("orderId")
                 .wait(Duration::ZERO)
-                .busy_status(StatusCode::LOCKED),
+                .busy_status(StatusCode::LOCKED)
+                .busy_retry_after(Duration::from_millis(2500)),
         )
         .layer(Extension(locks.clone()));
     let _held = locks.lock("orderId:3").acquire().await.unwrap();
+    let busy = app
+        .clone()
+        .oneshot(Request::post("/orders/3").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(busy.status(), StatusCode::LOCKED);
     assert_eq!(
-        oneshot(&app, "POST", "/orders/3").await.0,
-        StatusCode::LOCKED
+        busy.headers()[http::header::RETRY_AFTER],
+        "3",
+        "whole seconds, rounded up"
     );
     assert_eq!(oneshot(&app, "POST", "/orders/4").await.0, StatusCode::OK);
 }
@@ -553,7 +564,7 @@ http_suite!(
     one_key_at_a_time_other_keys_in_parallel,
     disconnect_frees_the_lock,
     busy_answers_409_with_retry_after,
-    busy_status_is_selectable,
+    busy_status_and_retry_after_are_selectable,
     missing_keys_are_400,
     no_manager_is_500_with_the_fix,
     placements_and_misplacement,

@@ -55,14 +55,15 @@ use crate::extract::Lockable;
 use crate::key::LockKey;
 use crate::key_source::KeySource;
 use crate::manager::LockManager;
-use crate::rejection::LockRejection;
+use crate::rejection::{BusyAnswer, LockRejection};
 
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
 /// Defaults: wait 10 s (the manager's), lease 30 s renewed by a watchdog (the manager's),
 /// key `<param>:<value>` (e.g. `orderId:42`; `%`, `{`, `}` in the value are
 /// percent-escaped) under the manager's prefix, busy → 409, missing
-/// key → 400, backend down → 503 (fail closed), lock lost → keep going.
+/// key → 400, backend down → 503 (fail closed), lock lost → keep going; a busy answer
+/// carries `Retry-After: 1`.
 #[derive(Clone)]
 pub struct LockLayer {
     config: Arc<Config>,
@@ -79,7 +80,7 @@ pub(crate) struct Config {
     pub(crate) manager: Option<LockManager>,
     pub(crate) wait: Option<Duration>,
     pub(crate) lease: Option<Duration>,
-    pub(crate) busy_status: StatusCode,
+    pub(crate) busy: BusyAnswer,
     pub(crate) allow_missing_key: bool,
     pub(crate) fail_open: bool,
     pub(crate) abort_on_lost: bool,
@@ -106,7 +107,7 @@ impl LockLayer {
                 manager: None,
                 wait: None,
                 lease: None,
-                busy_status: StatusCode::CONFLICT,
+                busy: BusyAnswer::default(),
                 allow_missing_key: false,
                 fail_open: false,
                 abort_on_lost: false,
@@ -188,7 +189,16 @@ impl LockLayer {
     /// The status for "still busy after the wait": 409 by default; 423, 429 and 503 are
     /// common choices.
     pub fn busy_status(mut self, status: StatusCode) -> Self {
-        self.config_mut().busy_status = status;
+        self.config_mut().busy.status = status;
+        self
+    }
+
+    /// The `Retry-After` of a busy answer (default
+    /// [`DEFAULT_BUSY_RETRY_AFTER`](crate::DEFAULT_BUSY_RETRY_AFTER), 1 s; sent in whole
+    /// seconds, rounded up). Set it near the time your handler usually holds the lock: the
+    /// holder's lease says nothing about that, since the watchdog keeps renewing it.
+    pub fn busy_retry_after(mut self, retry_after: Duration) -> Self {
+        self.config_mut().busy.retry_after = retry_after;
         self
     }
 
@@ -257,9 +267,9 @@ impl Naming {
                 }
             },
         };
-        // Naming only fails with `InvalidName` (a 400), so the busy status is not used.
+        // Naming only fails with `InvalidName` (a 400), so the busy answer is not used.
         key.map_err(|error| {
-            LockRejection::from_error(error, &source.describe(), StatusCode::CONFLICT)
+            LockRejection::from_error(error, &source.describe(), BusyAnswer::default())
         })
     }
 }
@@ -295,7 +305,7 @@ impl fmt::Debug for LockLayer {
             .field("source", &self.config.source)
             .field("wait", &self.config.wait)
             .field("lease", &self.config.lease)
-            .field("busy_status", &self.config.busy_status)
+            .field("busy", &self.config.busy)
             .finish()
     }
 }

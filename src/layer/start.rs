@@ -210,7 +210,7 @@ fn finish<B>(
         }
         Err(error) => {
             let what = config.source.describe();
-            Start::Rejected(LockRejection::from_error(error, &what, config.busy_status))
+            Start::Rejected(LockRejection::from_error(error, &what, config.busy))
         }
     }
 }
