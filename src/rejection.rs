@@ -23,6 +23,9 @@ use crate::key::LockKey;
 /// | [`Lost`](Self::Lost): the lock was lost while the handler ran (abort policy) | 503 | 1 s |
 /// | [`NoManager`](Self::NoManager): no [`LockManager`](crate::LockManager) installed | 500 | — |
 /// | [`Misplaced`](Self::Misplaced): path parameters not visible to the layer | 500 | — |
+/// | [`BodyTooLarge`](Self::BodyTooLarge): the body read before the lock is over the limit | 413 | — |
+/// | [`BodyTimeout`](Self::BodyTimeout): the body read before the lock took too long | 408 | — |
+/// | [`BodyUnreadable`](Self::BodyUnreadable): the body could not be read (client gone, bad framing) | 400 | — |
 ///
 /// Bodies name the key and what is wrong with it; request values in them are cut to
 /// [`SHOWN_CHARS`] characters and control characters escaped, so a response never echoes
@@ -74,6 +77,23 @@ pub enum LockRejection {
         /// The parameter the layer looked for.
         param: String,
     },
+    /// The body, read before the lock is taken, is larger than the layer's
+    /// [`body_limit`](crate::LockLayer::body_limit).
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body, read before the lock is taken, did not arrive within the layer's
+    /// [`body_timeout`](crate::LockLayer::body_timeout).
+    BodyTimeout {
+        /// The time it was given.
+        after: Duration,
+    },
+    /// The body could not be read (the client went away, or sent a broken body).
+    BodyUnreadable {
+        /// What went wrong.
+        error: String,
+    },
 }
 
 /// Retry-After for backend trouble.
@@ -108,9 +128,11 @@ impl LockRejection {
     pub fn status(&self) -> StatusCode {
         match self {
             LockRejection::Busy { status, .. } => *status,
-            LockRejection::MissingKey { .. } | LockRejection::InvalidKey { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            LockRejection::MissingKey { .. }
+            | LockRejection::InvalidKey { .. }
+            | LockRejection::BodyUnreadable { .. } => StatusCode::BAD_REQUEST,
+            LockRejection::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            LockRejection::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             LockRejection::Unavailable { .. } | LockRejection::Lost { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -153,6 +175,16 @@ impl LockRejection {
                  Add it with `Router::route_layer` (or `.layer` on the routes), not around the \
                  whole Router."
             ),
+            LockRejection::BodyTooLarge { limit } => {
+                format!("The request body is larger than the {limit} bytes this route accepts.")
+            }
+            LockRejection::BodyTimeout { after } => format!(
+                "The request body did not arrive within {} s.",
+                retry_after_secs(*after)
+            ),
+            LockRejection::BodyUnreadable { error } => {
+                format!("The request body could not be read: {}.", shown(error))
+            }
         }
     }
 

@@ -50,12 +50,12 @@ impl Watchdog {
 
 /// Response future of [`Lock`](super::Lock).
 #[pin_project]
-pub struct ResponseFuture<S, B>
+pub struct ResponseFuture<S>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<Body>>,
 {
     #[pin]
-    state: State<S::Future, B, S::Error>,
+    state: State<S::Future, S::Error>,
     /// The inner service, while the lock is still being taken.
     service: Option<S>,
     /// Kept only where a later step needs it (a lock to wait for, an abort on loss): a
@@ -64,14 +64,14 @@ where
 }
 
 #[pin_project(project = StateProj)]
-enum State<F, B, E> {
-    /// Reading the key (a key source that waits).
+enum State<F, E> {
+    /// Reading the body (or a key source that waits), then taking the lock.
     Starting {
-        start: BoxFuture<Start<B>>,
+        start: BoxFuture<Start>,
     },
     /// Waiting for the lock.
     Acquiring {
-        acquiring: Option<Acquiring<B>>,
+        acquiring: Option<Acquiring>,
     },
     /// Answered without calling the inner service.
     Rejected {
@@ -92,12 +92,12 @@ enum State<F, B, E> {
     Done,
 }
 
-impl<S, B> ResponseFuture<S, B>
+impl<S> ResponseFuture<S>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<Body>>,
 {
     /// Calls `service` once the start is over.
-    pub(super) fn later(later: Later<B>, service: S, config: Arc<Config>) -> Self {
+    pub(super) fn later(later: Later, service: S, config: Arc<Config>) -> Self {
         let state = match later {
             Later::Start(start) => State::Starting { start },
             Later::Acquire(acquiring) => State::Acquiring {
@@ -112,7 +112,7 @@ where
     }
 
     /// Started at once: the inner service is called (or the request rejected) now.
-    pub(super) fn started(start: Start<B>, service: &mut S, config: &Arc<Config>) -> Self {
+    pub(super) fn started(start: Start, service: &mut S, config: &Arc<Config>) -> Self {
         let state = match start {
             Start::Locked(request, guard, watchdog) => State::Calling {
                 watchdog: watchdog.map_or(Watchdog::Off, Watchdog::Unstarted),
@@ -136,9 +136,9 @@ where
     }
 }
 
-impl<S, B, ResBody> Future for ResponseFuture<S, B>
+impl<S, ResBody> Future for ResponseFuture<S>
 where
-    S: Service<Request<B>, Response = http::Response<ResBody>>,
+    S: Service<Request<Body>, Response = http::Response<ResBody>>,
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
@@ -222,13 +222,13 @@ where
 }
 
 /// Calls the inner service that was polled ready, once the start is over.
-fn call<S, B>(
-    start: Start<B>,
+fn call<S>(
+    start: Start,
     service: &mut Option<S>,
     config: &Arc<Config>,
-) -> State<S::Future, B, S::Error>
+) -> State<S::Future, S::Error>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<Body>>,
 {
     let mut service = service
         .take()

@@ -36,6 +36,7 @@
 //! # }
 //! ```
 
+mod body;
 mod future;
 mod service;
 mod start;
@@ -48,8 +49,11 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use tower::Layer;
 
+pub use body::{DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
 pub use future::ResponseFuture;
 pub use service::Lock;
+
+use body::BodyPolicy;
 
 use crate::extract::Lockable;
 use crate::key::LockKey;
@@ -84,6 +88,7 @@ pub(crate) struct Config {
     pub(crate) allow_missing_key: bool,
     pub(crate) fail_open: bool,
     pub(crate) abort_on_lost: bool,
+    pub(crate) body: BodyPolicy,
     pub(crate) map_rejection: Option<Arc<RejectionFn>>,
 }
 
@@ -111,6 +116,7 @@ impl LockLayer {
                 allow_missing_key: false,
                 fail_open: false,
                 abort_on_lost: false,
+                body: BodyPolicy::default(),
                 map_rejection: None,
             }),
         }
@@ -220,6 +226,29 @@ impl LockLayer {
     /// 503 (default: keep going; the loss is visible through [`HeldLock`](crate::HeldLock)).
     pub fn abort_on_lost(mut self) -> Self {
         self.config_mut().abort_on_lost = true;
+        self
+    }
+
+    /// The largest body read before the lock is taken (default [`DEFAULT_BODY_LIMIT`],
+    /// 2 MiB); a larger one is answered 413 without taking the lock.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.config_mut().body.limit = bytes;
+        self
+    }
+
+    /// How long a body read before the lock is taken may take to arrive (default
+    /// [`DEFAULT_BODY_TIMEOUT`], 30 s); a slower one is answered 408 without taking the
+    /// lock.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.config_mut().body.timeout = timeout;
+        self
+    }
+
+    /// Hands the request body to the handler as it arrives, under the lock, instead of
+    /// reading it first. For routes that stream large uploads: a client that sends slowly
+    /// then holds the lock as long as it sends, so bound that yourself (a timeout layer).
+    pub fn stream_body(mut self) -> Self {
+        self.config_mut().body.stream = true;
         self
     }
 

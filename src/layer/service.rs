@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::body::{Bytes, HttpBody};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use axum::BoxError;
 use http::Request;
@@ -31,17 +31,21 @@ impl<S> Lock<S> {
     }
 }
 
+/// The inner service receives axum's [`Body`]: read in full before the lock is taken
+/// (unless the layer [streams](super::LockLayer::stream_body) it), or the request's own
+/// body as it arrives.
 impl<S, B, ResBody> Service<Request<B>> for Lock<S>
 where
-    S: Service<Request<B>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    S: Service<Request<Body>, Response = http::Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send,
-    B: Send + 'static,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
     type Response = Response;
     type Error = S::Error;
-    type Future = ResponseFuture<S, B>;
+    type Future = ResponseFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

@@ -1,17 +1,21 @@
-//! Before the inner service runs: find the manager, read the key, take the lock.
+//! Before the inner service runs: find the manager, read the key, read the body, take the
+//! lock.
 //!
-//! Done at once inside `Lock::call` whenever nothing has to wait (the key is at hand and
-//! the backend answers in-process, or the request is rejected or runs unlocked); only an
-//! acquisition that waits becomes a boxed future.
+//! Done at once inside `Lock::call` whenever nothing has to wait (the key is at hand, the
+//! body is empty or streamed, and the backend answers in-process; or the request is
+//! rejected or runs unlocked); only a start that waits becomes a boxed future.
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll, Wake, Waker};
 
+use axum::body::{Body, Bytes, HttpBody};
+use axum::BoxError;
 use http::request::Parts;
 use http::Request;
 
+use super::body::read_body;
 use super::Config;
 use crate::backend::BoxFuture;
 use crate::guard::LockGuard;
@@ -31,9 +35,9 @@ impl Wake for Noop {
 }
 
 /// What happened before the inner service is called.
-pub(super) enum Start<B> {
-    Locked(Request<B>, LockGuard, Option<PendingWatchdog>),
-    Unlocked(Request<B>),
+pub(super) enum Start {
+    Locked(Request<Body>, LockGuard, Option<PendingWatchdog>),
+    Unlocked(Request<Body>),
     Rejected(LockRejection),
 }
 
@@ -41,35 +45,36 @@ pub(super) enum Start<B> {
 // The request's parts are moved once, into the response future, which has room for them
 // anyway (its other states hold a request or the inner service's future).
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Later<B> {
-    /// The key read waited: the whole start as one future (no key source does this now).
-    Start(BoxFuture<Start<B>>),
+pub(super) enum Later {
+    /// The body is read first (or the key read waited): the whole start as one future.
+    Start(BoxFuture<Start>),
     /// The lock has to be waited for. Only the acquisition is boxed; the request waits
     /// beside it (a box over 1 KiB misses the allocator's per-thread cache).
-    Acquire(Acquiring<B>),
+    Acquire(Acquiring),
 }
 
 /// A request waiting for its lock.
-pub(super) struct Acquiring<B> {
+pub(super) struct Acquiring {
     pub(super) acquire: BoxFuture<Result<Acquired, LockError>>,
     pub(super) key: Option<LockKey>,
     pub(super) parts: Parts,
-    pub(super) body: B,
+    pub(super) body: Body,
 }
 
-impl<B> Acquiring<B> {
+impl Acquiring {
     /// The request with its lock, or what to answer instead.
-    pub(super) fn finish(self, config: &Config, acquired: Result<Acquired, LockError>) -> Start<B> {
+    pub(super) fn finish(self, config: &Config, acquired: Result<Acquired, LockError>) -> Start {
         finish(config, self.parts, self.body, acquired, self.key.as_ref())
     }
 }
 
 /// Starts a request: done (`Ok`), or what it waits for.
 #[allow(clippy::result_large_err)] // as large as `Start`, which holds the request too
-pub(super) fn begin<B: Send + 'static>(
-    config: &Arc<Config>,
-    request: Request<B>,
-) -> Result<Start<B>, Later<B>> {
+pub(super) fn begin<B>(config: &Arc<Config>, request: Request<B>) -> Result<Start, Later>
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     let (mut parts, body) = request.into_parts();
     let manager = match manager(config, &parts) {
         Ok(manager) => manager,
@@ -82,11 +87,11 @@ pub(super) fn begin<B: Send + 'static>(
         read.poll(&mut Context::from_waker(&NOOP_WAKER))
     };
     let Poll::Ready(key) = read else {
-        let request = Request::from_parts(parts, body);
         return Err(Later::Start(Box::pin(start(
             config.clone(),
             manager,
-            request,
+            parts,
+            Body::new(body),
         ))));
     };
     // The parts stay here until the request is put together again (each move of them is
@@ -94,8 +99,18 @@ pub(super) fn begin<B: Send + 'static>(
     let lock = match lock_request(config, manager, key) {
         Ok(lock) => lock,
         Err(Some(rejection)) => return Ok(Start::Rejected(rejection)),
-        Err(None) => return Ok(unlocked(config, parts, body)),
+        Err(None) => return Ok(unlocked(config, parts, Body::new(body))),
     };
+    if reads_first(config, &body) {
+        // A client must not hold a lock by sending its body slowly: read it all first.
+        return Err(Later::Start(Box::pin(read_then_lock(
+            config.clone(),
+            lock,
+            parts,
+            Body::new(body),
+        ))));
+    }
+    let body = Body::new(body);
     match lock.acquire_now(false) {
         Ok(acquired) => Ok(finish(config, parts, body, acquired, None)),
         Err(lock) => Err(Later::Acquire(Acquiring {
@@ -107,17 +122,39 @@ pub(super) fn begin<B: Send + 'static>(
     }
 }
 
+/// Whether the body is read before the lock is asked for: unless the layer streams it, and
+/// unless it is empty already (no read to wait for).
+fn reads_first<B: HttpBody>(config: &Config, body: &B) -> bool {
+    config.body.reads_first() && !body.is_end_stream()
+}
+
 /// The whole start as a future (a key source that waited).
-async fn start<B>(config: Arc<Config>, manager: LockManager, request: Request<B>) -> Start<B> {
-    let (mut parts, body) = request.into_parts();
+async fn start(config: Arc<Config>, manager: LockManager, mut parts: Parts, body: Body) -> Start {
     let key = read_key(&config, &manager, &mut parts).await;
     let lock = match lock_request(&config, manager, key) {
         Ok(lock) => lock,
         Err(Some(rejection)) => return Start::Rejected(rejection),
         Err(None) => return unlocked(&config, parts, body),
     };
+    if reads_first(&config, &body) {
+        return read_then_lock(config, lock, parts, body).await;
+    }
     let key = lock.key().cloned();
     let acquired = lock.acquire_parts(false).await;
+    finish(&config, parts, body, acquired, key.as_ref())
+}
+
+/// Reads the whole body within the layer's limits, then takes the lock.
+async fn read_then_lock(config: Arc<Config>, lock: LockRequest, parts: Parts, body: Body) -> Start {
+    let body = match read_body(body, &config.body).await {
+        Ok(body) => body,
+        Err(rejection) => return Start::Rejected(rejection),
+    };
+    let key = lock.key().cloned();
+    let acquired = match lock.acquire_now(false) {
+        Ok(acquired) => acquired,
+        Err(lock) => lock.acquire_parts(false).await,
+    };
     finish(&config, parts, body, acquired, key.as_ref())
 }
 
@@ -142,7 +179,7 @@ fn manager(config: &Config, parts: &Parts) -> Result<LockManager, LockRejection>
 
 /// A request that runs without a lock. It carries no [`HeldLock`](crate::HeldLock), so the
 /// layer's own manager goes in its extensions for inner extractors (unless one is there).
-fn unlocked<B>(config: &Config, mut parts: Parts, body: B) -> Start<B> {
+fn unlocked(config: &Config, mut parts: Parts, body: Body) -> Start {
     if let Some(manager) = &config.manager {
         if parts.extensions.get::<LockManager>().is_none() {
             parts.extensions.insert(manager.clone());
@@ -191,13 +228,13 @@ fn lock_request(
 }
 
 /// The request with its lock, or what to answer instead.
-fn finish<B>(
+fn finish(
     config: &Config,
     mut parts: Parts,
-    body: B,
+    body: Body,
     acquired: Result<Acquired, LockError>,
     key: Option<&LockKey>,
-) -> Start<B> {
+) -> Start {
     match acquired {
         Ok((guard, watchdog)) => {
             parts.extensions.insert(guard.held());

@@ -1,0 +1,190 @@
+//! Reading a request's body before its lock is taken, so that a client cannot hold a lock
+//! by sending its body slowly (a trickled upload kept an order locked while a competing
+//! request waited 2.6 s).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use http::HeaderMap;
+use http_body::{Frame, SizeHint};
+
+use crate::rejection::LockRejection;
+
+/// Default limit of a body read before the lock: 2 MiB, as axum's `DefaultBodyLimit`.
+pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// Default time a body may take to arrive when it is read before the lock.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How the layer treats request bodies.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyPolicy {
+    /// Hand the body to the handler as it arrives, read under the lock.
+    pub(crate) stream: bool,
+    pub(crate) limit: usize,
+    pub(crate) timeout: Duration,
+}
+
+impl Default for BodyPolicy {
+    fn default() -> Self {
+        BodyPolicy {
+            stream: false,
+            limit: DEFAULT_BODY_LIMIT,
+            timeout: DEFAULT_BODY_TIMEOUT,
+        }
+    }
+}
+
+impl BodyPolicy {
+    /// Whether bodies are read before the lock is asked for.
+    pub(crate) fn reads_first(&self) -> bool {
+        !self.stream
+    }
+}
+
+/// Reads all of `body` within `policy`'s limit and time: the same body, in memory.
+pub(super) async fn read_body(body: Body, policy: &BodyPolicy) -> Result<Body, LockRejection> {
+    let too_large = || LockRejection::BodyTooLarge {
+        limit: policy.limit,
+    };
+    // A declared length over the limit is refused before anything is read.
+    if body.size_hint().lower() > policy.limit as u64 {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(policy.timeout, collect(body, policy.limit)).await {
+        Ok(Ok(Some(buffered))) => Ok(Body::new(buffered)),
+        Ok(Ok(None)) => Err(too_large()),
+        Ok(Err(error)) => Err(LockRejection::BodyUnreadable {
+            error: error.to_string(),
+        }),
+        Err(_) => Err(LockRejection::BodyTimeout {
+            after: policy.timeout,
+        }),
+    }
+}
+
+/// All of `body`'s data and trailers; `None` once more than `limit` bytes arrived.
+async fn collect(mut body: Body, limit: usize) -> Result<Option<Buffered>, axum::Error> {
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut length = 0usize;
+    let mut trailers = None;
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame?;
+        match frame.into_data() {
+            Ok(data) => {
+                length += data.len();
+                if length > limit {
+                    return Ok(None);
+                }
+                chunks.push(data);
+            }
+            Err(frame) => {
+                if let Ok(frame_trailers) = frame.into_trailers() {
+                    trailers
+                        .get_or_insert_with(HeaderMap::new)
+                        .extend(frame_trailers);
+                }
+            }
+        }
+    }
+    // One chunk (the common case) is kept as it is; more are joined.
+    let data = match chunks.len() {
+        0 => None,
+        1 => chunks.pop(),
+        _ => Some(chunks.concat().into()),
+    };
+    Ok(Some(Buffered { data, trailers }))
+}
+
+/// A body read in full: its data, then its trailers.
+struct Buffered {
+    data: Option<Bytes>,
+    trailers: Option<HeaderMap>,
+}
+
+impl HttpBody for Buffered {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Some(data) = self.data.take() {
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        Poll::Ready(
+            self.trailers
+                .take()
+                .map(|trailers| Ok(Frame::trailers(trailers))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none() && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(limit: usize) -> BodyPolicy {
+        BodyPolicy {
+            stream: false,
+            limit,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    async fn bytes(body: Body) -> Bytes {
+        axum::body::to_bytes(body, usize::MAX).await.unwrap()
+    }
+
+    /// A body that arrives in chunks.
+    struct Chunks(Vec<&'static str>);
+
+    impl HttpBody for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            if self.0.is_empty() {
+                return Poll::Ready(None);
+            }
+            let chunk = self.0.remove(0);
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk)))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_limit_is_kept_whole() {
+        let read = read_body(Body::new(Chunks(vec!["ab", "cd"])), &policy(4))
+            .await
+            .unwrap();
+        assert_eq!(bytes(read).await, "abcd");
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_413() {
+        let declared = read_body(Body::from("abcde"), &policy(4)).await;
+        assert!(matches!(
+            declared,
+            Err(LockRejection::BodyTooLarge { limit: 4 })
+        ));
+        let streamed = read_body(Body::new(Chunks(vec!["abc", "de"])), &policy(4)).await;
+        assert_eq!(
+            streamed.unwrap_err().status(),
+            http::StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+}
