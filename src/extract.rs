@@ -49,6 +49,18 @@ pub trait Lockable: Sized + Send + 'static {
 /// away). If [`LockLayer`](crate::LockLayer) already holds the same key for this request,
 /// the extractor enters that lock again (same owner) instead of waiting for itself.
 ///
+/// The lock is named `K::lock_name()` (under the manager's prefix). A layer excludes it
+/// only when it names its locks the same way: [`LockLayer::for_key::<K>()`]; a layer
+/// built with [`by_path_param`](crate::LockLayer::by_path_param) locks `<param>:<value>`,
+/// another name.
+///
+/// Axum runs this extractor before the body is read: a handler that also takes the body
+/// reads it under the lock. For routes with bodies, put the route behind
+/// [`LockLayer::for_key::<K>()`] (which reads the body first) and let the extractor
+/// enter its lock.
+///
+/// [`LockLayer::for_key::<K>()`]: crate::LockLayer::for_key
+///
 /// The [`LockManager`] comes from the request extensions (`.layer(Extension(manager))`),
 /// or from the lock of a [`LockLayer`](crate::LockLayer) given one with
 /// [`manager`](crate::LockLayer::manager). Failures are [`LockRejection`]s, with the same

@@ -122,6 +122,47 @@ async fn duplicates_in_progress_get_409_when_rejecting(kind: Kind) {
     );
 }
 
+/// Delivery ids built to reach into the other namespace (`done:X` once locked the key of
+/// `X`'s record and its release deleted it; `X` was then processed again) keep their locks
+/// and records apart.
+async fn ids_built_to_collide_keep_locks_and_records_apart(kind: Kind) {
+    let (app, processed) = app(kind, Duplicates::Wait(Duration::from_secs(20))).await;
+    let id = support::unique("evt");
+    let ids = [
+        id.clone(),
+        format!("done:{id}"),
+        format!("lock:{id}"),
+        format!("lock:done:{id}"),
+    ];
+    // All at once: each runs (50 ms) while the others lock and store.
+    let deliveries: Vec<_> = ids
+        .iter()
+        .cloned()
+        .map(|id| {
+            let app = app.clone();
+            tokio::spawn(async move { deliver(&app, Some(&id), "{}").await })
+        })
+        .collect();
+    for delivery in deliveries {
+        let (status, replayed, body) = delivery.await.unwrap();
+        assert_eq!((status, replayed), (StatusCode::OK, false), "{body}");
+    }
+    assert_eq!(processed.0.load(Ordering::SeqCst), ids.len());
+    for id in &ids {
+        let (status, replayed, body) = deliver(&app, Some(id), "{}").await;
+        assert_eq!(
+            (status, replayed),
+            (StatusCode::OK, true),
+            "`{id}` is replayed from its record: {body}"
+        );
+    }
+    assert_eq!(
+        processed.0.load(Ordering::SeqCst),
+        ids.len(),
+        "no delivery ran twice"
+    );
+}
+
 macro_rules! both {
     ($($test:ident),*) => {
         mod memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test(super::Kind::Memory).await } )* }
@@ -131,5 +172,6 @@ macro_rules! both {
 
 both!(
     concurrent_duplicates_are_processed_once,
-    duplicates_in_progress_get_409_when_rejecting
+    duplicates_in_progress_get_409_when_rejecting,
+    ids_built_to_collide_keep_locks_and_records_apart
 );

@@ -122,9 +122,18 @@ impl Store {
     }
 }
 
+/// Where a completed delivery's record lives. Locks live under [`LOCK_PREFIX`]: the two
+/// prefixes differ before any delivery id begins, so no id can make a lock key equal a
+/// record key (with one shared `webhook:` prefix, delivery `done:X` locked the key of
+/// delivery `X`'s record, and its release deleted that record).
 fn record_key(key: &str) -> String {
-    format!("webhook:done:{key}")
+    format!("{RECORD_PREFIX}{key}")
 }
+
+/// The namespace of the delivery locks.
+pub const LOCK_PREFIX: &str = "webhook:lock:";
+/// The namespace of the completed deliveries' records.
+pub const RECORD_PREFIX: &str = "webhook:done:";
 
 /// Counts deliveries actually processed (not replayed).
 #[derive(Clone, Default)]
@@ -156,7 +165,7 @@ pub fn app(
         )
         .route_layer(
             LockLayer::by_header(key_header)
-                .key_prefix("webhook:")
+                .key_prefix(LOCK_PREFIX)
                 .wait(wait)
                 .manager(locks),
         )

@@ -122,7 +122,10 @@ impl LockLayer {
         }
     }
 
-    /// Locks on a path parameter of the matched route (key `<param>:<value>`).
+    /// Locks on a path parameter of the matched route (key `<param>:<value>`, e.g.
+    /// `orderId:42`). A [`Locked<K>`](crate::Locked) extractor locks `K::lock_name()`
+    /// instead, a different name: for a route whose lock must exclude an extractor's, use
+    /// [`for_key`](Self::for_key).
     pub fn by_path_param(name: impl Into<String>) -> Self {
         Self::new(KeySource::path(name))
     }
@@ -145,8 +148,10 @@ impl LockLayer {
         Self::new(KeySource::from_fn(f))
     }
 
-    /// Locks on the same key as the [`Locked<K>`](crate::Locked) extractor, so that a
-    /// handler using both enters the layer's lock again instead of waiting for itself.
+    /// Locks on the same name as the [`Locked<K>`](crate::Locked) extractor,
+    /// `K::lock_name()` read from `K::source()`: a route under this layer and a route using
+    /// the extractor exclude each other on the same value, and a handler using both enters
+    /// the layer's lock again instead of waiting for itself.
     pub fn for_key<K: Lockable>() -> Self {
         let mut layer = Self::new(K::source());
         layer.config_mut().naming =
