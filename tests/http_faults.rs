@@ -157,6 +157,32 @@ async fn lost_lock_policies() {
     assert!(body.contains("was lost"), "{body}");
 }
 
+/// With an explicit lease, `abort_on_lost` aborts the handler when the lease ends (a
+/// margin before it): nothing renews it, and the handler must not run on unprotected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_lease_that_ends_aborts_under_abort_on_lost() {
+    let locks = LockManager::redis(&support::shared_redis_url())
+        .await
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/orders/{orderId}",
+            post(std::future::pending::<&'static str>),
+        )
+        .route_layer(
+            LockLayer::by_path_param("orderId")
+                .lease(Duration::from_millis(300))
+                .abort_on_lost(),
+        )
+        .layer(Extension(locks));
+    let uri = format!("/orders/{}", support::unique("explicit"));
+    let (status, _, body) = tokio::time::timeout(Duration::from_secs(10), call(&app, &uri))
+        .await
+        .expect("the handler is aborted once its lease ends");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("was lost"), "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_while_held_follows_the_lost_lock_policy() {
     let mut server = RedisServer::start();

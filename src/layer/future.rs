@@ -20,9 +20,10 @@ use crate::guard::LockGuard;
 use crate::rejection::LockRejection;
 use crate::request::{InlineWatchdog, PendingWatchdog};
 
-/// The watchdog of a request's lock, started only once the handler has to wait.
+/// The watchdog of a request's lock, started only once the handler has to wait; for an
+/// explicit lease under `abort_on_lost`, the wait for its end.
 enum Watchdog {
-    /// No lease to renew (none held, an explicit lease, or lost).
+    /// No lease to renew or watch (none held, an explicit lease kept to the end, or lost).
     Off,
     Unstarted(PendingWatchdog),
     Running(InlineWatchdog),
@@ -115,7 +116,13 @@ where
     pub(super) fn started(start: Start, service: &mut S, config: &Arc<Config>) -> Self {
         let state = match start {
             Start::Locked(request, guard, watchdog) => State::Calling {
-                watchdog: watchdog.map_or(Watchdog::Off, Watchdog::Unstarted),
+                watchdog: match watchdog {
+                    Some(keeper) => Watchdog::Unstarted(keeper),
+                    // An explicit lease ends on its own: aborting means watching for that
+                    // (the loss signal fires a margin before it).
+                    None if config.abort_on_lost => Watchdog::Running(lease_end(&guard)),
+                    None => Watchdog::Off,
+                },
                 inner: service.call(request),
                 guard: Some(guard),
             },
@@ -234,6 +241,12 @@ where
         .take()
         .expect("the service is called once, after the lock is taken");
     ResponseFuture::started(start, &mut service, config).state
+}
+
+/// Completes when an explicit lease is lost (ended, or found gone).
+fn lease_end(guard: &LockGuard) -> InlineWatchdog {
+    let loss = guard.loss();
+    Box::pin(async move { loss.lost().await })
 }
 
 /// Releases at once when the backend can; otherwise the future that releases.

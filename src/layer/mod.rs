@@ -229,6 +229,10 @@ impl LockLayer {
 
     /// If the lock is lost while the handler runs, drop the handler's future and answer
     /// 503 (default: keep going; the loss is visible through [`HeldLock`](crate::HeldLock)).
+    /// Lost means: a renewal found the lock gone, no renewal succeeded by the loss
+    /// deadline, or an explicit lease is ending. The deadline is a
+    /// [`LossMargin`](crate::LossMargin) before the lease could end, so the handler is
+    /// stopped before anyone else can take the lock.
     pub fn abort_on_lost(mut self) -> Self {
         self.config_mut().abort_on_lost = true;
         self
