@@ -34,12 +34,16 @@
 //! or until the holder's lease as last reported ends; they never poll. Local waiters of
 //! one name form a FIFO queue and only its head retries, so the Redis work per hand-over
 //! does not grow with the number of waiters, and a newcomer never overtakes them. On
-//! Redis a last release hands the lock straight to that head: the head takes the hold over
-//! as it stands, under the same owner id and with nothing sent, when both renew their
-//! leases and at least half the lease is left, else the release's own script run makes it
-//! the owner (one round trip per hand-over instead of two); at most
-//! [`hand_over_limit`](LockManagerBuilder::hand_over_limit) times in a row before a release
-//! frees it for other processes.
+//! Redis a last release hands the lock straight to that head inside its own script run,
+//! which checks that the releaser still holds the lock and makes the head the owner (one
+//! round trip per hand-over instead of two; the head holds the lock only on Redis's
+//! answer); at most [`hand_over_limit`](LockManagerBuilder::hand_over_limit) times in a
+//! row before a release frees it, and then waiters of other processes get the first
+//! chance.
+//!
+//! ## Loss
+//! A guard's [`lost`](LockGuard::lost) completes when the lock may be lost: a renewal
+//! found it gone, or no renewal succeeded a [`LossMargin`] before the lease could end.
 
 #![warn(missing_docs)]
 
