@@ -166,22 +166,7 @@ fn nothing_is_left_held_or_waiting() {
     assert_eq!(status, StatusCode::OK);
 }
 
-/// An order number from the path, whose parse error quotes the value (as most will).
-struct OrderId(#[allow(dead_code)] u64);
-
-impl tower_lock::Lockable for OrderId {
-    fn source() -> tower_lock::KeySource {
-        tower_lock::KeySource::path("orderId")
-    }
-    fn parse(raw: &str) -> Result<Self, String> {
-        raw.parse()
-            .map(OrderId)
-            .map_err(|_| format!("`{raw}` is not an order number"))
-    }
-    fn lock_name(&self) -> String {
-        format!("order:{}", self.0)
-    }
-}
+use support::order::OrderId;
 
 /// Rejection bodies never echo a request value whole: cut, with control characters
 /// escaped (a 10 KB value used to come back whole, a NUL byte too).

@@ -30,22 +30,7 @@ async fn manager(kind: Kind) -> LockManager {
     }
 }
 
-#[derive(Debug)]
-struct OrderId(u64);
-
-impl Lockable for OrderId {
-    fn source() -> KeySource {
-        KeySource::path("orderId")
-    }
-    fn parse(raw: &str) -> Result<Self, String> {
-        raw.parse()
-            .map(OrderId)
-            .map_err(|_| format!("`{raw}` is not an order number"))
-    }
-    fn lock_name(&self) -> String {
-        format!("order:{}", self.0)
-    }
-}
+use support::order::OrderId;
 
 async fn oneshot(app: &Router, method: &str, uri: &str) -> (StatusCode, String) {
     let response = app

@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod http;
+pub mod order;
 pub mod proxy;
 pub mod redisson;
 
