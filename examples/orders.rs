@@ -116,7 +116,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .layer(Extension(locks.clone()));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let base = format!("http://{}", listener.local_addr()?);
-    println!("orders service on {base} (locks: {})", locks.backend_kind());
+    println!("orders service on {base} (locks: {})", locks.backend_name());
     println!("try, in another terminal:");
     println!("  curl -X POST {base}/orders/1/pay & curl -X POST {base}/orders/1/pay; wait");
     println!("      (the second payment waits for the first, then finds the order paid: 409)");

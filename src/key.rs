@@ -1,15 +1,10 @@
-//! Lock names, the Redis keys derived from them, and owner ids.
-//!
-//! The layout follows Redisson's `RLock` so that a Java service using Redisson and a Rust
-//! service using tower-lock exclude each other on the same name (see the crate docs).
+//! Lock keys (the manager's prefix and the lock's name) and owner ids.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-
-use crate::error::LockError;
 
 /// Keys up to this many bytes are put together on the stack.
 const SHORT_KEY: usize = 256;
@@ -81,25 +76,22 @@ impl LockKey {
 
     /// Builds `prefix + name`, rejecting an empty name or one longer than `max_len` bytes.
     #[cfg(test)]
-    pub(crate) fn new(prefix: &str, name: &str, max_len: usize) -> Result<Self, LockError> {
+    pub(crate) fn new(prefix: &str, name: &str, max_len: usize) -> Result<Self, String> {
         Self::joined(prefix, &[name], max_len)
     }
 
     /// Builds `prefix` followed by the parts of the name, with the checks of
-    /// [`new`](Self::new). A short key takes one allocation (its own).
-    pub(crate) fn joined(prefix: &str, name: &[&str], max_len: usize) -> Result<Self, LockError> {
+    /// [`new`](Self::new); `Err` says what is wrong with the name. A short key takes one
+    /// allocation (its own).
+    pub(crate) fn joined(prefix: &str, name: &[&str], max_len: usize) -> Result<Self, String> {
         let name_len: usize = name.iter().map(|part| part.len()).sum();
         if name_len == 0 {
-            return Err(LockError::InvalidName {
-                reason: "the lock name is empty".into(),
-            });
+            return Err("the lock name is empty".into());
         }
         if name_len > max_len {
-            return Err(LockError::InvalidName {
-                reason: format!(
-                    "the lock name is {name_len} bytes long; the limit is {max_len} bytes"
-                ),
-            });
+            return Err(format!(
+                "the lock name is {name_len} bytes long; the limit is {max_len} bytes"
+            ));
         }
         let parts = std::iter::once(&prefix).chain(name);
         let len = prefix.len() + name_len;
@@ -131,49 +123,11 @@ impl LockKey {
         &self.0
     }
 
-    /// Redisson's unlock channel for this key: `redisson_lock__channel:{<key>}`, or
-    /// `redisson_lock__channel:<key>` when the key has braces of its own (as Redisson
-    /// does), so that a key with a hash tag keeps its channel in the tag's cluster slot.
-    pub fn channel(&self) -> String {
-        self.channel_parts().concat()
-    }
-
-    /// [`channel`](Self::channel) in parts, to be written where it is needed (Redisson's
-    /// `prefixName`: `<prefix>{<key>}`, or `<prefix><key>` when the key has braces).
-    pub(crate) fn channel_parts(&self) -> [&str; 4] {
-        if has_braces(&self.0) {
-            [CHANNEL_PREFIX, "", &self.0, ""]
-        } else {
-            [CHANNEL_PREFIX, "{", &self.0, "}"]
-        }
-    }
-
-    /// The key whose channel this is, if `channel` is a lock channel.
-    pub(crate) fn from_channel(channel: &str) -> Option<LockKey> {
-        let inner = channel.strip_prefix(CHANNEL_PREFIX)?;
-        let key = match inner.strip_prefix('{').and_then(|k| k.strip_suffix('}')) {
-            Some(key) if !has_braces(key) => key,
-            _ if has_braces(inner) => inner,
-            _ => return None,
-        };
-        Some(LockKey::from_text(key.into()))
-    }
-
-    /// The Redis Cluster hash tag of the key, if it has one (the text between the first
-    /// `{` and the first `}` after it, when not empty).
-    pub fn hash_tag(&self) -> Option<&str> {
-        let open = self.0.find('{')?;
-        let rest = &self.0[open + 1..];
-        let close = rest.find('}')?;
-        (close > 0).then(|| &rest[..close])
+    /// A key from its full text (prefix included), as a backend reads it back.
+    pub(crate) fn from_stored(text: &str) -> LockKey {
+        LockKey::from_text(text.into())
     }
 }
-
-fn has_braces(key: &str) -> bool {
-    key.contains(['{', '}'])
-}
-
-const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 
 impl fmt::Debug for LockKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -348,38 +302,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_follow_redisson_layout() {
-        let key = LockKey::new("app:", "order:42", 1024).unwrap();
-        assert_eq!(key.as_str(), "app:order:42");
-        assert_eq!(key.channel(), "redisson_lock__channel:{app:order:42}");
-        assert_eq!(LockKey::from_channel(&key.channel()), Some(key));
-        assert_eq!(LockKey::from_channel("other"), None);
-    }
-
-    #[test]
-    fn keys_with_a_hash_tag_keep_their_channel_in_its_slot() {
-        use fred::util::redis_keyslot;
-        for name in ["{order:42}:pay", "a{b}c", "x{y}{z}", "plain", "ünï{©}"] {
-            let key = LockKey::new("", name, 1024).unwrap();
-            let slot = redis_keyslot(key.as_str().as_bytes());
-            assert_eq!(redis_keyslot(key.channel().as_bytes()), slot, "{name}");
-            assert_eq!(LockKey::from_channel(&key.channel()), Some(key.clone()));
-        }
-        let key = LockKey::new("", "a{b}c", 1024).unwrap();
-        assert_eq!(key.channel(), "redisson_lock__channel:a{b}c");
-        assert_eq!(key.hash_tag(), Some("b"));
-        assert_eq!(LockKey::new("", "a{}b", 1024).unwrap().hash_tag(), None);
-    }
-
-    #[test]
     fn names_are_validated() {
-        assert!(matches!(
-            LockKey::new("", "", 10),
-            Err(LockError::InvalidName { .. })
-        ));
+        assert_eq!(
+            LockKey::new("", "", 10).unwrap_err(),
+            "the lock name is empty"
+        );
         assert!(LockKey::new("p:", "0123456789", 10).is_ok());
         let err = LockKey::new("", "01234567890", 10).unwrap_err();
-        assert!(err.to_string().contains("limit is 10 bytes"), "{err}");
+        assert!(err.contains("limit is 10 bytes"), "{err}");
     }
 
     #[test]

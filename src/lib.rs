@@ -46,44 +46,33 @@
 //! found it gone, or no renewal succeeded a [`LossMargin`] before the lease could end.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backend;
-mod count;
+mod engine;
 mod error;
-mod extract;
-mod guard;
-mod held;
+#[cfg(feature = "axum")]
+mod http;
 mod key;
-mod key_source;
-pub mod layer;
-mod loss;
-mod manager;
-mod orphans;
-mod outage;
-mod rejection;
-mod renewals;
-mod request;
-mod settle;
+mod kind;
 mod wait;
-mod watchdog;
 
-pub use error::{BackendError, LockError, Released};
-pub use extract::{Held, Lockable, Locked};
-pub use guard::LockGuard;
-pub use held::HeldLock;
-pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
-pub use key_source::KeySource;
-pub use layer::LockLayer;
-pub use loss::{LossMargin, LossSignal};
-pub use manager::{
-    LockManager, LockManagerBuilder, ManagerStats, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
-    DEFAULT_WAIT, MAX_LEASE,
+pub use engine::{
+    LockGuard, LockManager, LockManagerBuilder, LockRequest, LossMargin, LossSignal, ManagerStats,
+    DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };
-pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};
-pub use request::LockRequest;
-pub use wait::WaitQueues;
+pub use error::{BackendError, LockError, Released};
+#[cfg(feature = "redis")]
+pub use fred;
+#[cfg(feature = "axum")]
+pub use http::{
+    extract, layer, Held, HeldLock, KeySource, LockLayer, LockRejection, Lockable, Locked,
+    DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
+};
+pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
+pub use kind::LockKind;
 
 /// The README's examples, compiled as doc tests.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "redis", feature = "axum"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

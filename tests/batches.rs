@@ -13,6 +13,7 @@ use fred::prelude::*;
 use support::cluster::RedisCluster;
 use support::redisson::Redisson;
 use support::RedisServer;
+use tower_lock::backend::redis::unlock_channel;
 use tower_lock::backend::RedisBackend;
 use tower_lock::{LockError, LockGuard, LockManager, Released};
 
@@ -110,7 +111,10 @@ async fn operations_on_one_key_keep_their_order_within_a_call() {
     let subscriber = support::subscriber(&server.url()).await;
     let mut messages = subscriber.message_rx();
     for guard in &others {
-        subscriber.subscribe(guard.key().channel()).await.unwrap();
+        subscriber
+            .subscribe(unlock_channel(guard.key()))
+            .await
+            .unwrap();
     }
 
     // Queued: the second owner's try first (the lock is still held then), the release,

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tower_lock::backend::redis::unlock_channel;
 use tower_lock::backend::{
     AcquireArgs, Attempt, Backend, MemoryBackend, RedisBackend, ReleaseArgs,
 };
-use tower_lock::{LockError, LockManager, LockManagerBuilder, Released, MAX_LEASE};
+use tower_lock::{LockError, LockKind, LockManager, LockManagerBuilder, Released, MAX_LEASE};
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -218,7 +219,7 @@ async fn a_release_wakes_the_waiter_before_the_lease_ends(kind: Kind) {
     let holder = ctx
         .manager
         .lock(&name)
-        .lease(Duration::from_secs(3600))
+        .fixed_lease(Duration::from_secs(3600))
         .acquire()
         .await
         .unwrap();
@@ -293,7 +294,7 @@ async fn explicit_lease_expires(kind: Kind) {
     let guard = ctx
         .manager
         .lock(&name)
-        .lease(lease)
+        .fixed_lease(lease)
         .acquire()
         .await
         .unwrap();
@@ -410,7 +411,7 @@ async fn dropped_waiter_leaves_the_queue(kind: Kind) {
         let key = ctx.manager.key(&name).unwrap();
         let mut subscribers = 1;
         for _ in 0..500 {
-            subscribers = support::numsub(redis, &key.channel()).await;
+            subscribers = support::numsub(redis, &unlock_channel(&key)).await;
             if subscribers == 0 {
                 break;
             }
@@ -509,6 +510,7 @@ async fn other_owners_cannot_release(kind: Kind) {
         let released = backend
             .release(ReleaseArgs {
                 key: guard.key().clone(),
+                kind: LockKind::Exclusive,
                 owner: tower_lock::OwnerId::from_raw(&other),
                 lease: Duration::from_secs(30),
                 expected: 1,
@@ -601,12 +603,14 @@ async fn resent_operations_take_effect_once(kind: Kind) {
     let lease = Duration::from_secs(30);
     let acquire = |owner: &tower_lock::OwnerId, expected| AcquireArgs {
         key: key.clone(),
+        kind: LockKind::Exclusive,
         owner: owner.clone(),
         lease,
         expected,
     };
     let release = |owner: &tower_lock::OwnerId, expected| ReleaseArgs {
         key: key.clone(),
+        kind: LockKind::Exclusive,
         owner: owner.clone(),
         lease,
         expected,
@@ -706,7 +710,7 @@ async fn huge_leases_are_capped(kind: Kind) {
     let explicit = ctx
         .manager
         .lock(&name)
-        .lease(Duration::MAX)
+        .fixed_lease(Duration::MAX)
         .acquire()
         .await
         .unwrap();

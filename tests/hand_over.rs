@@ -30,7 +30,7 @@ async fn queued_waiter(locks: &LockManager, name: &str, position: usize, lease: 
     let lock = locks.lock(name).wait(Duration::from_secs(20));
     let waiter = tokio::spawn(match lease {
         Lease::Renewed => lock.acquire(),
-        Lease::Explicit => lock.lease(Duration::from_secs(30)).acquire(),
+        Lease::Explicit => lock.fixed_lease(Duration::from_secs(30)).acquire(),
     });
     support::eventually("the waiter queued", || async {
         (locks.waiting(name) == position).then_some(())

@@ -179,7 +179,7 @@ async fn an_explicit_lease_that_ends_aborts_under_abort_on_lost() {
         )
         .route_layer(
             LockLayer::by_path_param("orderId")
-                .lease(Duration::from_millis(300))
+                .fixed_lease(Duration::from_millis(300))
                 .abort_on_lost(),
         )
         .layer(Extension(locks));

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::redisson::Redisson;
 use support::RedisServer;
+use tower_lock::backend::redis::unlock_channel;
 use tower_lock::backend::RedisBackend;
 use tower_lock::{LockError, LockManager, Released};
 
@@ -67,11 +68,14 @@ async fn unlock_message_is_published_only_at_zero() {
     let locks = manager().await;
     let name = support::unique("channel");
     let key = locks.key(&name).unwrap();
-    assert_eq!(key.channel(), format!("redisson_lock__channel:{{{name}}}"));
+    assert_eq!(
+        unlock_channel(&key),
+        format!("redisson_lock__channel:{{{name}}}")
+    );
 
     let subscriber = support::subscriber(&url).await;
     let mut messages = subscriber.message_rx();
-    subscriber.subscribe(key.channel()).await.unwrap();
+    subscriber.subscribe(unlock_channel(&key)).await.unwrap();
 
     let outer = locks.lock(&name).acquire().await.unwrap();
     let inner = outer.reenter().await.unwrap();
@@ -81,12 +85,15 @@ async fn unlock_message_is_published_only_at_zero() {
         .await
         .expect("an unlock message")
         .unwrap();
-    assert_eq!(&*message.channel, key.channel().as_str());
+    assert_eq!(&*message.channel, unlock_channel(&key).as_str());
     assert_eq!(message.value.as_str().as_deref(), Some("0"));
     // Exactly one message: the partial release published nothing. Publish a marker and
     // check that it is the next message.
     let publisher = support::client(&url).await;
-    let _: i64 = publisher.publish(key.channel(), "marker").await.unwrap();
+    let _: i64 = publisher
+        .publish(unlock_channel(&key), "marker")
+        .await
+        .unwrap();
     let next = messages.recv().await.unwrap();
     assert_eq!(next.value.as_str().as_deref(), Some("marker"));
     let _ = subscriber.quit().await;
@@ -139,7 +146,12 @@ async fn no_renewal_after_release_and_none_with_an_explicit_lease() {
     );
 
     // An explicit lease: nothing is sent while it runs.
-    let guard = locks.lock("explicit").lease(lease).acquire().await.unwrap();
+    let guard = locks
+        .lock("explicit")
+        .fixed_lease(lease)
+        .acquire()
+        .await
+        .unwrap();
     let before = support::command_calls(&admin, "evalsha").await;
     guard.lost().await;
     assert_eq!(support::command_calls(&admin, "evalsha").await, before);
@@ -155,7 +167,7 @@ async fn waiter_retries_when_its_subscriber_reconnects() {
     let holder = holder_side.lock("order:1").acquire().await.unwrap();
     let waiter = support::spawn_waiter(&waiter_side, "order:1", Duration::from_secs(20));
     // Wait until the waiter's subscription is in place.
-    let channel = holder.key().channel();
+    let channel = unlock_channel(holder.key());
     while support::numsub(&admin, &channel).await == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -244,7 +256,7 @@ async fn a_batch_carries_each_operations_own_arguments() {
     let tagged = locks.lock("tag{t}x").acquire().await.unwrap();
     let subscriber = support::subscriber(&server.url()).await;
     let mut messages = subscriber.message_rx();
-    let channels = [plain.key().channel(), tagged.key().channel()];
+    let channels = [unlock_channel(plain.key()), unlock_channel(tagged.key())];
     assert_eq!(channels[1], "redisson_lock__channel:tag{t}x");
     for channel in &channels {
         subscriber.subscribe(channel.clone()).await.unwrap();
@@ -258,7 +270,7 @@ async fn a_batch_carries_each_operations_own_arguments() {
         tokio::spawn(async move {
             let lock = locks.lock(name);
             match lease {
-                Some(lease) => lock.lease(lease).try_acquire().await,
+                Some(lease) => lock.fixed_lease(lease).try_acquire().await,
                 None => lock.try_acquire().await,
             }
         })
@@ -323,7 +335,7 @@ async fn a_batch_carries_each_operations_own_arguments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_dropped_unpolled_free_their_send_slots() {
     use tower_lock::backend::{AcquireArgs, Attempt, Backend};
-    use tower_lock::OwnerId;
+    use tower_lock::{LockKind, OwnerId};
 
     let backend = RedisBackend::connect(&support::shared_redis_url())
         .await
@@ -331,6 +343,7 @@ async fn operations_dropped_unpolled_free_their_send_slots() {
     let locks = LockManager::memory();
     let args = |name: &str| AcquireArgs {
         key: locks.key(&support::unique(name)).unwrap(),
+        kind: LockKind::Exclusive,
         owner: OwnerId::from_raw("dropped-unpolled:1"),
         lease: Duration::from_secs(30),
         expected: 0,

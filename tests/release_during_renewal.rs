@@ -19,9 +19,9 @@ use http::{Request, StatusCode};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tower::ServiceExt;
 use tower_lock::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, MemoryBackend, ReleaseArgs, ReleaseReply,
+    AcquireArgs, Attempt, Backend, BoxFuture, MemoryBackend, ReleaseArgs, ReleaseReply, RenewArgs,
 };
-use tower_lock::{BackendError, LockKey, LockLayer, LockManager, OwnerId, Released, WaitQueues};
+use tower_lock::{BackendError, LockLayer, LockManager, Released};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -85,28 +85,7 @@ impl Backend for HeldRenewals {
         self.inner.release(args)
     }
 
-    fn hands_over(&self) -> bool {
-        self.inner.hands_over()
-    }
-
-    fn answers_at_once(&self) -> bool {
-        self.inner.answers_at_once()
-    }
-
-    fn acquire_now(&self, args: &AcquireArgs) -> Option<Result<Attempt, BackendError>> {
-        self.inner.acquire_now(args)
-    }
-
-    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
-        self.inner.release_now(args)
-    }
-
-    fn renew(
-        &self,
-        key: LockKey,
-        owner: OwnerId,
-        lease: Duration,
-    ) -> BoxFuture<Result<bool, BackendError>> {
+    fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
         let _ = self.started.send(());
         let (inner, proceed, renewed) = (
             self.inner.clone(),
@@ -116,19 +95,11 @@ impl Backend for HeldRenewals {
         Box::pin(async move {
             proceed.acquire().await.expect("never closed").forget();
             renewed.fetch_add(1, Ordering::SeqCst);
-            inner.renew(key, owner, lease).await
+            inner.renew(args).await
         })
     }
 
-    fn attach(&self, queues: WaitQueues) {
-        self.inner.attach(queues)
-    }
-
-    fn needs_subscription(&self) -> bool {
-        self.inner.needs_subscription()
-    }
-
-    fn kind(&self) -> &'static str {
+    fn name(&self) -> &'static str {
         "memory, renewals held"
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::cluster::RedisCluster;
 use support::RedisServer;
+use tower_lock::backend::redis::unlock_channel;
 use tower_lock::backend::{MissingAck, RedisBackend, ReplicaAck};
 use tower_lock::{LockError, LockManager, Released};
 
@@ -58,7 +59,7 @@ async fn cluster_failover_while_tasks_wait() {
     let holder = holder_side.lock(name).acquire().await.unwrap();
     let waiters = spawn_waiters(&waiter_side, name, 5);
     let waiting = support::client(&cluster.url()).await;
-    let channel = holder.key().channel();
+    let channel = unlock_channel(holder.key());
     support::eventually("waiters subscribed", || async {
         (waiter_side.waiting(name) == 5 && support::numsub(&waiting, &channel).await >= 1)
             .then_some(())

@@ -3,14 +3,12 @@
 //! tests and single-process services.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs, ReleaseReply};
+use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs};
 use crate::error::{BackendError, Released};
 use crate::key::{KeyMap, LockKey, OwnerId};
-use crate::wait::WaitQueues;
 
 /// Locks held in this process's memory.
 ///
@@ -40,13 +38,14 @@ struct Shard(Mutex<Locks>);
 
 #[derive(Default, Debug)]
 struct Locks {
-    held: KeyMap<Hold>,
+    held: KeyMap<Entry>,
     /// Size of `held` after the last sweep of expired entries.
     swept_at: usize,
 }
 
+/// A held lock: its owner, the owner's count, and when its lease ends.
 #[derive(Debug)]
-struct Hold {
+struct Entry {
     owner: OwnerId,
     count: u32,
     expires: Instant,
@@ -84,7 +83,8 @@ impl MemoryBackend {
         self.len() == 0
     }
 
-    fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
+    /// An acquisition, answered at once.
+    pub(crate) fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
         let attempt = self.with_locks(&args.key, |locks, now| {
             locks.sweep(now);
             let expires = now + args.lease;
@@ -92,7 +92,7 @@ impl MemoryBackend {
                 None if args.expected == 0 => {
                     locks.held.insert(
                         args.key.clone(),
-                        Hold {
+                        Entry {
                             owner: args.owner.clone(),
                             count: 1,
                             expires,
@@ -100,38 +100,39 @@ impl MemoryBackend {
                     );
                     Attempt::Acquired
                 }
-                Some(hold) if hold.owner == args.owner => {
-                    if hold.count == args.expected {
-                        hold.count += 1;
-                    } else if hold.count != args.expected + 1 {
+                Some(entry) if entry.owner == args.owner => {
+                    if entry.count == args.expected {
+                        entry.count += 1;
+                    } else if entry.count != args.expected + 1 {
                         return Attempt::Lost;
                     }
-                    hold.expires = expires;
+                    entry.expires = expires;
                     Attempt::Acquired
                 }
                 None => Attempt::Lost,
                 Some(_) if args.expected > 0 => Attempt::Lost,
-                Some(hold) => Attempt::Busy(Some(hold.expires - now)),
+                Some(entry) => Attempt::Busy(Some(entry.expires - now)),
             }
         });
         Ok(attempt)
     }
 
-    fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
+    /// A release, answered at once. One process: nobody else listens.
+    pub(crate) fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
         let released = self.with_locks(&args.key, |locks, now| {
-            let Some(hold) = locks.live(&args.key, now) else {
+            let Some(entry) = locks.live(&args.key, now) else {
                 return Released::NotHeld;
             };
-            if hold.owner != args.owner {
+            if entry.owner != args.owner {
                 return Released::NotHeld;
             }
-            if hold.count + 1 == args.expected {
+            if entry.count + 1 == args.expected {
                 // A re-sent release that already counted.
                 return Released::StillHeld;
             }
-            hold.count -= 1;
-            if hold.count > 0 {
-                hold.expires = now + args.lease;
+            entry.count -= 1;
+            if entry.count > 0 {
+                entry.expires = now + args.lease;
                 Released::StillHeld
             } else {
                 locks.held.remove(&args.key);
@@ -151,7 +152,7 @@ impl MemoryBackend {
 
 impl Locks {
     /// The live hold of `key`, dropping it first if its lease ran out.
-    fn live(&mut self, key: &LockKey, now: Instant) -> Option<&mut Hold> {
+    fn live(&mut self, key: &LockKey, now: Instant) -> Option<&mut Entry> {
         // A free name (the common case) costs one look.
         let expired = self.held.get(key)?.expires <= now;
         if expired {
@@ -165,7 +166,7 @@ impl Locks {
     /// names nobody touches again do not pile up.
     fn sweep(&mut self, now: Instant) {
         if self.held.len() >= 2 * self.swept_at.max(64) {
-            self.held.retain(|_, hold| hold.expires > now);
+            self.held.retain(|_, entry| entry.expires > now);
             self.swept_at = self.held.len();
         }
     }
@@ -184,27 +185,10 @@ impl Backend for MemoryBackend {
         ready(self.drop_one(&args))
     }
 
-    fn answers_at_once(&self) -> bool {
-        true
-    }
-
-    fn acquire_now(&self, args: &AcquireArgs) -> Option<Result<Attempt, BackendError>> {
-        Some(self.take(args))
-    }
-
-    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
-        Some(self.drop_one(args))
-    }
-
-    fn renew(
-        &self,
-        key: LockKey,
-        owner: OwnerId,
-        lease: Duration,
-    ) -> BoxFuture<Result<bool, BackendError>> {
-        let renewed = self.with_locks(&key, |locks, now| match locks.live(&key, now) {
-            Some(hold) if hold.owner == owner => {
-                hold.expires = now + lease;
+    fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
+        let renewed = self.with_locks(&args.key, |locks, now| match locks.live(&args.key, now) {
+            Some(entry) if entry.owner == args.owner => {
+                entry.expires = now + args.lease;
                 true
             }
             _ => false,
@@ -212,16 +196,10 @@ impl Backend for MemoryBackend {
         ready(Ok(renewed))
     }
 
-    fn attach(&self, _queues: WaitQueues) {
-        // One process: every release goes through the manager, which wakes local waiters
-        // itself, and expiries are covered by the waiters' lease timers.
-    }
+    // One process: every release goes through the manager, which wakes local waiters
+    // itself, and expiries are covered by the waiters' lease timers. Nothing to listen to.
 
-    fn needs_subscription(&self) -> bool {
-        false
-    }
-
-    fn kind(&self) -> &'static str {
+    fn name(&self) -> &'static str {
         "memory"
     }
 }

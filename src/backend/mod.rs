@@ -1,8 +1,9 @@
 //! The storage behind a [`LockManager`](crate::LockManager): a small trait and two
 //! implementations, [`RedisBackend`] and [`MemoryBackend`], which share one behaviour suite.
 //!
-//! A backend stores the lock state and carries unlock notifications; the manager does the
-//! rest (local FIFO queues, wake-one hand-over, deadlines, watchdog, cancellation).
+//! A backend stores the lock state and reports unlocks made by other processes; the
+//! manager does the rest (local FIFO queues, hand-overs, deadlines, the watchdog, the loss
+//! signal, cancellation).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,12 +11,16 @@ use std::time::Duration;
 
 use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
-use crate::wait::WaitQueues;
+use crate::kind::LockKind;
 
 pub mod memory;
+mod notices;
+#[cfg(feature = "redis")]
 pub mod redis;
 
 pub use memory::MemoryBackend;
+pub use notices::Notices;
+#[cfg(feature = "redis")]
 pub use redis::{MissingAck, RedisBackend, ReplicaAck};
 
 /// A boxed, sendable future that owns its data (it may outlive its caller: an operation whose
@@ -38,6 +43,8 @@ pub enum Attempt {
 pub struct AcquireArgs {
     /// The lock.
     pub key: LockKey,
+    /// Its kind.
+    pub kind: LockKind,
     /// Who asks.
     pub owner: OwnerId,
     /// The lease to set on success.
@@ -53,6 +60,8 @@ pub struct AcquireArgs {
 pub struct ReleaseArgs {
     /// The lock.
     pub key: LockKey,
+    /// Its kind.
+    pub kind: LockKind,
     /// Who releases.
     pub owner: OwnerId,
     /// The lease to set again when a reentrant hold remains.
@@ -63,9 +72,22 @@ pub struct ReleaseArgs {
     /// last release finds the lock gone: `NotHeld`).
     pub expected: u32,
     /// For the owner's last hold (`expected == 1`) on a backend that
-    /// [`hands_over`](Backend::hands_over): give the lock straight to this waiter of the
+    /// [hands over](Capabilities::hands_over): give the lock straight to this waiter of the
     /// same process instead of freeing it.
     pub successor: Option<Successor>,
+}
+
+/// One lease renewal.
+#[derive(Debug, Clone)]
+pub struct RenewArgs {
+    /// The lock.
+    pub key: LockKey,
+    /// Its kind.
+    pub kind: LockKind,
+    /// Whose hold.
+    pub owner: OwnerId,
+    /// The lease to set.
+    pub lease: Duration,
 }
 
 /// What a release did, as the backend reports it.
@@ -73,11 +95,11 @@ pub struct ReleaseArgs {
 pub struct ReleaseReply {
     /// What the release found.
     pub released: Released,
-    /// For [`Released::Unlocked`]: how many subscribers the unlock notification reached,
-    /// this process's own included when it listens (Redis: what `PUBLISH` answers), if the
-    /// backend can tell. A process whose own waiters were not told yet lets waiters of
-    /// other processes have the first chance at the lock when this says some listen.
-    pub listeners: Option<u32>,
+    /// For [`Released::Unlocked`]: how many subscribers of *other* processes the unlock
+    /// notice reached (Redis: what `PUBLISH` answers, less this process's own
+    /// subscription), if the backend can tell. When some did, this process's next waiter
+    /// lets them have the first chance at the lock.
+    pub other_listeners: Option<u32>,
 }
 
 impl ReleaseReply {
@@ -85,7 +107,7 @@ impl ReleaseReply {
     pub fn new(released: Released) -> Self {
         ReleaseReply {
             released,
-            listeners: None,
+            other_listeners: None,
         }
     }
 }
@@ -99,6 +121,54 @@ pub struct Successor {
     pub lease: Duration,
 }
 
+/// What a backend can do beyond storing locks (see [`Backend::capabilities`]).
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// A last release can hand the lock straight to a waiter of this process
+    /// ([`ReleaseArgs::successor`], answered with [`Released::HandedOver`]) in the same
+    /// atomic step, so that the next holder needs no acquisition of its own. A backend that
+    /// says so must check, in that step, that the releaser still holds the lock and make
+    /// the successor the owner, and answer [`Released::HandedOver`] only when it did: the
+    /// successor is then granted the lock on that answer alone. It must apply a hand-over at
+    /// most once, and report [`Released::HandedOver`] again for a re-sent one that already
+    /// took effect.
+    pub hands_over: bool,
+    /// One [`acquire`](Backend::acquire) fails by itself within this time (a command time
+    /// limit): a waiting acquisition whose wait is longer needs no timer of its own around
+    /// its first attempt.
+    pub attempt_time_limit: Option<Duration>,
+    /// Unlocks of other processes are reported through subscriptions that the backend
+    /// confirms ([`Notices::subscribed`]): the first waiter of a name retries once its
+    /// subscription is in place. `false`: waiters are ready at once.
+    pub subscribes: bool,
+}
+
+impl Capabilities {
+    /// No hand-over, no time limit, no subscriptions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With [`hands_over`](Self::hands_over) set as given.
+    pub fn hands_over(mut self, hands_over: bool) -> Self {
+        self.hands_over = hands_over;
+        self
+    }
+
+    /// With [`attempt_time_limit`](Self::attempt_time_limit) set as given.
+    pub fn attempt_time_limit(mut self, limit: Option<Duration>) -> Self {
+        self.attempt_time_limit = limit;
+        self
+    }
+
+    /// With [`subscribes`](Self::subscribes) set as given.
+    pub fn subscribes(mut self, subscribes: bool) -> Self {
+        self.subscribes = subscribes;
+        self
+    }
+}
+
 /// Storage and notifications for locks.
 ///
 /// Every future is `'static` and must be safe to finish without its caller: the manager
@@ -107,45 +177,22 @@ pub trait Backend: Send + Sync + 'static {
     /// Tries once to take `args.key` for `args.owner` (reentrant for the same owner).
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>>;
 
-    /// Drops one hold. At zero the lock is deleted and an unlock notification goes to every
-    /// process waiting on it.
+    /// Drops one hold. At zero the lock is deleted and other processes waiting on it are
+    /// told (unless it was handed over: see [`Capabilities::hands_over`]).
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>>;
 
-    /// Whether a last release can hand the lock straight to a waiter of this process
-    /// ([`ReleaseArgs::successor`], answered with [`Released::HandedOver`]) in the same
-    /// step, so that the next holder needs no acquisition of its own (one round trip per
-    /// hand-over instead of two). A backend that says so must check, in that same atomic
-    /// step, that the releaser still holds the lock and make the successor the owner, and
-    /// answer [`Released::HandedOver`] only when it did: the successor is then granted the
-    /// lock on that answer alone. It must apply a hand-over at most once and report
-    /// [`Released::HandedOver`] again for a re-sent one that already took effect. Default:
-    /// `false` (a successor is ignored; the release frees the lock).
-    fn hands_over(&self) -> bool {
-        false
-    }
+    /// Extends the lease if `args.owner` still holds the lock; `Ok(false)` when it does not.
+    fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>>;
 
-    /// Whether [`acquire_now`](Self::acquire_now) and [`release_now`](Self::release_now)
-    /// answer: a backend that needs no waiting (an in-process one) lets the manager skip the
-    /// futures, their allocations and the background undo a future needs. Such a backend
-    /// must apply the operations on one name one at a time (a lock or a mutex per name):
-    /// a hold it grants while no waiter is queued near the name takes no claim in the wait
-    /// queues, and its release relies on that order to see a waiter that queued meanwhile.
-    /// Default: `false`.
-    fn answers_at_once(&self) -> bool {
-        false
-    }
+    /// Connects the backend to the manager: from now on it reports unlocks of other
+    /// processes through `notices`, and keeps its subscriptions in step with the names
+    /// that have local waiters (see [`Notices`]). Default: nothing to report (a single
+    /// process; waiters then also retry when the holder's lease as last seen ends).
+    fn listen(&self, _notices: Notices) {}
 
-    /// [`acquire`](Self::acquire) answered at once, for a backend that
-    /// [`answers_at_once`](Self::answers_at_once). An answer is final: an error means
-    /// nothing was taken. `None` (the default): call `acquire`.
-    fn acquire_now(&self, _args: &AcquireArgs) -> Option<Result<Attempt, BackendError>> {
-        None
-    }
-
-    /// [`release`](Self::release) answered at once, like
-    /// [`acquire_now`](Self::acquire_now). `None` (the default): call `release`.
-    fn release_now(&self, _args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
-        None
+    /// What the backend can do besides storing locks. Default: nothing more.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
     }
 
     /// Whether the backend can be asked now: `false` while it knows that it cannot reach
@@ -158,44 +205,12 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
-    /// How long one [`acquire`](Self::acquire) can take at most before it fails, if the
-    /// backend bounds it itself (a command time limit). A waiting acquisition whose wait
-    /// is longer than this does not need a timer of its own around its first attempt.
-    /// Default: `None` (unbounded; the manager sets a timer).
-    fn acquire_time_limit(&self) -> Option<Duration> {
-        None
-    }
-
-    /// Extends the lease if `owner` still holds the lock; `Ok(false)` when it does not.
-    fn renew(
-        &self,
-        key: LockKey,
-        owner: OwnerId,
-        lease: Duration,
-    ) -> BoxFuture<Result<bool, BackendError>>;
-
-    /// Connects the backend to the manager's wait queues: from now on the backend keeps its
-    /// notification subscriptions in step with the names that have local waiters (wait
-    /// for [`WaitQueues::changed`], then apply [`WaitQueues::take_changes`] and confirm
-    /// with [`WaitQueues::subscribed`]), and reports unlocks from other processes with
-    /// [`WaitQueues::unlocked`] and possibly lost notifications with
-    /// [`WaitQueues::resync`]. Releases made through this manager are announced to local
-    /// waiters by the manager itself.
-    fn attach(&self, queues: WaitQueues);
-
     /// Rejects a key this backend cannot lock safely (`Err` says why). Redis Cluster
     /// rejects keys whose braces would put the lock and its channel in different slots.
     fn check_key(&self, _key: &LockKey) -> Result<(), String> {
         Ok(())
     }
 
-    /// Whether unlocks from other processes arrive only after a subscription is confirmed
-    /// (see [`WaitQueues::subscribed`]). A single-process backend returns `false`: its
-    /// waiters are ready at once.
-    fn needs_subscription(&self) -> bool {
-        true
-    }
-
     /// A short name for logs ("redis", "memory").
-    fn kind(&self) -> &'static str;
+    fn name(&self) -> &'static str;
 }

@@ -23,12 +23,10 @@ pub(crate) use offer::Offer;
 use offer::OfferState;
 pub(crate) use ticket::{Ticket, Turn};
 
-/// The wait queues of one manager. Backends receive a clone in
-/// [`Backend::attach`](crate::backend::Backend::attach) to report unlocks and to keep their
-/// subscriptions in step with the names that have local waiters
-/// ([`take_changes`](Self::take_changes)).
+/// The wait queues of one manager. Backends reach them through
+/// [`Notices`](crate::backend::Notices).
 #[derive(Clone)]
-pub struct WaitQueues {
+pub(crate) struct WaitQueues {
     inner: Arc<Inner>,
 }
 
@@ -78,8 +76,6 @@ struct Queue {
     ready: bool,
     /// When the current holder's lease ends, as last reported.
     busy_until: Option<Instant>,
-    /// Unlock notifications of our own releases still to come back from the backend.
-    own_unlocks: u32,
     /// Releases in a row that handed the lock straight to the head (see
     /// [`WaitQueues::offer_next`]).
     handed_in_a_row: u32,
@@ -170,7 +166,7 @@ impl WaitQueues {
     /// The backend found its connection lost: operations waiting on it look whether it can
     /// still be reached, and give up if not (an operation sent as the connection dropped
     /// may otherwise wait behind the reconnect).
-    pub fn connection_lost(&self) {
+    pub(crate) fn connection_lost(&self) {
         self.inner.outage.notify_waiters();
     }
 
@@ -180,12 +176,12 @@ impl WaitQueues {
     }
 
     /// Completes when names were added or removed since the last [`take_changes`](Self::take_changes).
-    pub async fn changed(&self) {
+    pub(crate) async fn changed(&self) {
         self.inner.changed.notified().await
     }
 
     /// The names whose subscription may need to change, each with whether it is wanted now.
-    pub fn take_changes(&self) -> Vec<(LockKey, bool)> {
+    pub(crate) fn take_changes(&self) -> Vec<(LockKey, bool)> {
         let mut changes = Vec::new();
         for mut state in self.each_shard() {
             let taken = std::mem::take(&mut state.changes);
@@ -198,7 +194,7 @@ impl WaitQueues {
     }
 
     /// The backend now delivers unlock notifications for `keys`: their heads retry.
-    pub fn subscribed(&self, keys: &[LockKey]) {
+    pub(crate) fn subscribed(&self, keys: &[LockKey]) {
         for key in keys {
             if let Some(queue) = self.lock(key).queues.get_mut(key) {
                 queue.ready = true;
@@ -210,22 +206,19 @@ impl WaitQueues {
     }
 
     /// Another process released `key`: its local head retries.
-    pub fn unlocked(&self, key: &LockKey) {
-        let mut state = self.lock(key);
-        if let Some(queue) = state.queues.get_mut(key) {
-            if queue.own_unlocks > 0 {
-                // Our own release, already announced locally.
-                queue.own_unlocks -= 1;
-                return;
-            }
-            if let Some(head) = queue.waiters.front() {
-                head.signal(true);
-            }
+    pub(crate) fn unlocked(&self, key: &LockKey) {
+        let state = self.lock(key);
+        if let Some(head) = state
+            .queues
+            .get(key)
+            .and_then(|queue| queue.waiters.front())
+        {
+            head.signal(true);
         }
     }
 
     /// A read lock on `key` was released: every local waiter retries.
-    pub fn unlocked_all(&self, key: &LockKey) {
+    pub(crate) fn unlocked_all(&self, key: &LockKey) {
         let mut state = self.lock(key);
         if let Some(queue) = state.queues.get_mut(key) {
             for waiter in &queue.waiters {
@@ -235,15 +228,14 @@ impl WaitQueues {
     }
 
     /// Whether `key` has local waiters now.
-    pub fn is_watched(&self, key: &LockKey) -> bool {
+    pub(crate) fn is_watched(&self, key: &LockKey) -> bool {
         self.lock(key).queues.contains_key(key)
     }
 
     /// Notifications may have been lost (reconnect, lagging receiver): every head retries.
-    pub fn resync(&self) {
-        for mut state in self.each_shard() {
-            for queue in state.queues.values_mut() {
-                queue.own_unlocks = 0;
+    pub(crate) fn resync(&self) {
+        for state in self.each_shard() {
+            for queue in state.queues.values() {
                 if let Some(head) = queue.waiters.front() {
                     head.signal(true);
                 }
@@ -317,39 +309,6 @@ impl WaitQueues {
         }
     }
 
-    /// A release of `key` that may unlock it is about to be sent: its unlock notification
-    /// will come back to this process. Counted *before* sending, because the notification
-    /// can arrive before the release's own reply; counted after, it would swallow the next
-    /// process's notification instead and leave the head asleep until the lease ends.
-    /// `true`: counted; settle it with [`unlock_settled`](Self::unlock_settled). It also
-    /// means that this process listens on the name (its subscription is confirmed), so
-    /// that it is one of the subscribers the release's notification reaches.
-    pub(crate) fn expect_unlock(&self, key: &LockKey) -> bool {
-        // No queue near (most releases): no mutex. A queue made meanwhile is not ready yet.
-        if self.inner.ready_at_once || !self.may_be_queued(key) {
-            return false;
-        }
-        let mut state = self.lock(key);
-        match state.queues.get_mut(key) {
-            Some(queue) if queue.ready => {
-                queue.own_unlocks += 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// A release counted by [`expect_unlock`](Self::expect_unlock) was answered; if it did
-    /// not unlock, no notification comes and the count is taken back.
-    pub(crate) fn unlock_settled(&self, key: &LockKey, unlocked: bool) {
-        if unlocked {
-            return;
-        }
-        if let Some(queue) = self.lock(key).queues.get_mut(key) {
-            queue.own_unlocks = queue.own_unlocks.saturating_sub(1);
-        }
-    }
-
     fn wake_next(&self, state: &mut State, key: &LockKey, wake: Wake) {
         let Some(queue) = state.queues.get_mut(key) else {
             return;
@@ -374,7 +333,7 @@ impl WaitQueues {
 
     /// A last release of `key` is about to be sent: offers the lock to the head of its
     /// queue, so that the release asks the backend to hand it over in the same step
-    /// ([`ReleaseArgs::successor`](crate::backend::ReleaseArgs)). No offer when there is no
+    /// (a successor in its release). No offer when there is no
     /// head free to take it (none, or one whose own attempt is on its way), and none after
     /// `limit` hand-overs in a row: that release frees the lock, so that waiters of other
     /// processes get their chance.
@@ -450,7 +409,6 @@ impl WaitQueues {
             waiters: VecDeque::new(),
             ready: ready_at_once,
             busy_until: None,
-            own_unlocks: 0,
             handed_in_a_row: 0,
         });
         if let Some(busy_for) = busy_for {

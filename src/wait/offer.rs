@@ -9,14 +9,14 @@
 //! waiter's only when the backend says so ([`Offer::handed`]): a release that finds the
 //! lock gone, or that gets no answer, hands nothing over, and the waiter tries itself.
 //!
-//! [hands over]: crate::backend::Backend::hands_over
+//! [hands over]: crate::backend::Capabilities::hands_over
 
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::Waiter;
-use crate::backend::Successor;
+use crate::key::OwnerId;
 
 /// Where a hand-over to a waiter stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,12 +49,9 @@ impl Offer {
         }
     }
 
-    /// Who the release hands the lock to.
-    pub(crate) fn successor(&self) -> Successor {
-        Successor {
-            owner: self.waiter.owner.clone(),
-            lease: self.waiter.lease,
-        }
+    /// Who the release hands the lock to, and the lease it asks for.
+    pub(crate) fn successor(&self) -> (OwnerId, std::time::Duration) {
+        (self.waiter.owner.clone(), self.waiter.lease)
     }
 
     /// The backend answered that the release, sent at `sent`, made the waiter the owner.

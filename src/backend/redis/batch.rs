@@ -21,7 +21,9 @@ use fred::bytes_utils::Str;
 use fred::prelude::*;
 use tokio::sync::oneshot;
 
+use super::commands::eval_script;
 use super::layout::Layout;
+use super::names::channel_parts;
 use super::Inner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
@@ -38,7 +40,7 @@ const MAX_IN_FLIGHT: usize = 2;
 
 /// One lock operation for the batch script.
 pub(super) struct Operation {
-    pub(super) kind: Kind,
+    pub(super) kind: OpKind,
     pub(super) key: LockKey,
     pub(super) owner: OwnerId,
     pub(super) lease: Duration,
@@ -47,8 +49,9 @@ pub(super) struct Operation {
     pub(super) successor: Option<OwnerId>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+/// What an operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OpKind {
     Acquire,
     Release,
     /// The owner's last hold goes straight to [`Operation::successor`].
@@ -61,24 +64,25 @@ impl Operation {
     /// (rendering an integer costs fred a logarithm).
     fn op_text(&self) -> Value {
         match (self.kind, self.expected) {
-            (Kind::Renew, _) => Value::from_static_str("r"),
-            (Kind::HandOver, _) => Value::from_static_str("h"),
-            (Kind::Acquire, 0) => Value::from_static_str("0"),
-            (Kind::Acquire, 1) => Value::from_static_str("1"),
-            (Kind::Acquire, 2) => Value::from_static_str("2"),
-            (Kind::Acquire, n) => Value::from(n.to_string()),
+            (OpKind::Renew, _) => Value::from_static_str("r"),
+            (OpKind::HandOver, _) => Value::from_static_str("h"),
+            (OpKind::Acquire, 0) => Value::from_static_str("0"),
+            (OpKind::Acquire, 1) => Value::from_static_str("1"),
+            (OpKind::Acquire, 2) => Value::from_static_str("2"),
+            (OpKind::Acquire, n) => Value::from(n.to_string()),
             // A release always has a hold to drop (`ReleaseArgs::expected` ≥ 1); `-0` would
             // read as an acquisition.
-            (Kind::Release, 0 | 1) => Value::from_static_str("-1"),
-            (Kind::Release, 2) => Value::from_static_str("-2"),
-            (Kind::Release, n) => Value::from(format!("-{n}")),
+            (OpKind::Release, 0 | 1) => Value::from_static_str("-1"),
+            (OpKind::Release, 2) => Value::from_static_str("-2"),
+            (OpKind::Release, n) => Value::from(format!("-{n}")),
         }
     }
 }
 
 type Reply = Result<i64, BackendError>;
 
-struct Queued {
+/// An operation waiting for a send slot, with where its reply goes.
+struct QueuedOperation {
     operation: Operation,
     reply: oneshot::Sender<Reply>,
 }
@@ -98,7 +102,7 @@ struct State {
     /// Counts the times the connection was found down: sends of an earlier generation may
     /// hang on the lost connection until their time limit, and no longer hold a slot.
     generation: u64,
-    queue: Vec<Queued>,
+    queue: Vec<QueuedOperation>,
     /// Operations sent in a batch of more than one (for tests and tuning).
     batched: u64,
 }
@@ -160,13 +164,13 @@ impl Future for Submitted {
 /// while the client knows its connection is down: nothing waits for a reconnect.
 pub(super) fn submit(inner: &Arc<Inner>, operation: Operation) -> Submitted {
     let mut state = inner.batcher.state();
-    if !inner.client.is_connected() {
+    if !inner.commands.is_connected() {
         state.connection_lost();
         return Submitted::Failed(Some(disconnected()));
     }
     if state.in_flight < MAX_IN_FLIGHT && state.queue.is_empty() {
         state.in_flight += 1;
-        let slot = Slot(inner.clone(), state.generation);
+        let slot = SendSlot(inner.clone(), state.generation);
         drop(state);
         // Whatever happens to this future (even a drop before its first poll), its slot
         // is handed on once the send is over.
@@ -178,7 +182,7 @@ pub(super) fn submit(inner: &Arc<Inner>, operation: Operation) -> Submitted {
         }));
     }
     let (reply, receiver) = oneshot::channel();
-    state.queue.push(Queued { operation, reply });
+    state.queue.push(QueuedOperation { operation, reply });
     // Normally both slots are busy here; if not, nothing else would send the queue.
     send_queued(inner, state);
     Submitted::Queued(receiver)
@@ -209,9 +213,9 @@ impl State {
 
 /// A send slot of one generation (see [`State::generation`]), freed on drop: the queue
 /// gets it.
-struct Slot(Arc<Inner>, u64);
+struct SendSlot(Arc<Inner>, u64);
 
-impl Drop for Slot {
+impl Drop for SendSlot {
     fn drop(&mut self) {
         let mut state = self.0.batcher.state();
         if state.generation == self.1 {
@@ -223,7 +227,7 @@ impl Drop for Slot {
 
 /// Sends queued operations in batches while send slots are free.
 fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
-    if !state.queue.is_empty() && !inner.client.is_connected() {
+    if !state.queue.is_empty() && !inner.commands.is_connected() {
         state.connection_lost();
         return;
     }
@@ -256,9 +260,9 @@ fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
         if take > 1 {
             state.batched += take as u64;
         }
-        let batch: Vec<Queued> = state.queue.drain(..take).collect();
+        let batch: Vec<QueuedOperation> = state.queue.drain(..take).collect();
         state.in_flight += 1;
-        let slot = Slot(inner.clone(), state.generation);
+        let slot = SendSlot(inner.clone(), state.generation);
         // Spawned without the lock: a runtime that is shutting down drops the task at once,
         // and with it the slot, whose drop takes the lock. The slot lives in the task's
         // future, so that such a drop (even before a first poll) gives it back.
@@ -280,7 +284,7 @@ fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
 
 /// Runs `operations` in script calls (one per cluster slot) and returns one reply each.
 async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
-    if !inner.client.is_clustered() || operations.len() == 1 {
+    if !inner.commands.first().is_clustered() || operations.len() == 1 {
         return call(inner, &operations).await;
     }
     // Keys of one script call must share a slot: one call per slot, all at once.
@@ -328,7 +332,17 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
             other.as_string().unwrap_or_default()
         ))),
     };
-    match inner.eval_batch(&operations[0].key, arguments).await {
+    let client = inner.next_client();
+    let script = &inner.batch;
+    match eval_script(
+        client,
+        &inner.options,
+        script,
+        &operations[0].key,
+        arguments,
+    )
+    .await
+    {
         // A single operation's reply comes bare.
         Ok(value) if operations.len() == 1 && !matches!(value, Value::Array(_)) => {
             vec![reply(value, &operations[0])]
@@ -387,7 +401,7 @@ fn arguments(operations: &[Operation], layout: &Layout, sha: &Str) -> Vec<Value>
     };
     let releases = operations
         .iter()
-        .filter(|operation| operation.kind == Kind::Release)
+        .filter(|operation| operation.kind == OpKind::Release)
         .count();
     let keys = operations.len() + releases;
     let mut arguments = Vec::with_capacity(2 + keys + operations.len() * 4 + 2);
@@ -397,8 +411,8 @@ fn arguments(operations: &[Operation], layout: &Layout, sha: &Str) -> Vec<Value>
     for operation in ordered() {
         let key = operation.key.as_str().as_bytes();
         arguments.push(Value::Bytes(piece(&[key])));
-        if operation.kind == Kind::Release {
-            let [prefix, open, key, close] = operation.key.channel_parts();
+        if operation.kind == OpKind::Release {
+            let [prefix, open, key, close] = channel_parts(&operation.key);
             arguments.push(Value::Bytes(piece(&[
                 prefix.as_bytes(),
                 open.as_bytes(),

@@ -7,6 +7,7 @@ use fred::prelude::*;
 use fred::types::config::ReconnectError;
 
 use super::DEFAULT_COMMAND_TIMEOUT;
+use crate::backend::Notices;
 use crate::error::BackendError;
 
 /// The command client and the subscriber, with tower-lock's connection settings.
@@ -52,4 +53,27 @@ pub(super) fn servers(config: &Config) -> String {
         .map(|s| s.to_string())
         .collect();
     hosts.join(", ")
+}
+
+/// Tells the manager when `client` loses its connection. fred reports the loss (its error
+/// broadcast) before it says so in its state, which changes only when its first reconnect
+/// attempt starts (at once: see `build`): operations pending on the lost connection are
+/// told once the state has changed, so that they find the backend unavailable (see
+/// `Notices::connection_lost`).
+pub(super) async fn notice_outages(client: Client, notices: Notices) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut errors = client.error_rx();
+    loop {
+        match errors.recv().await {
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
+        for _ in 0..100 {
+            if !client.is_connected() {
+                notices.connection_lost();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! multi-key `EXISTS` checks that all are free), last releases to the back (one multi-key
 //! `DEL` at the end). Operations on a shared key keep their order, in the middle.
 
-use super::batch::{Kind, Operation};
+use super::batch::{OpKind, Operation};
 
 /// A call's operation order and the script's two leading arguments.
 pub(super) struct Layout {
@@ -40,12 +40,12 @@ impl Layout {
         }
         let front = |i: usize| {
             let operation = &operations[i];
-            alone[i] && operation.kind == Kind::Acquire && operation.expected == 0
+            alone[i] && operation.kind == OpKind::Acquire && operation.expected == 0
         };
         // `expected` 0 or 1: the script's `-1`.
         let back = |i: usize| {
             let operation = &operations[i];
-            alone[i] && operation.kind == Kind::Release && operation.expected <= 1
+            alone[i] && operation.kind == OpKind::Release && operation.expected <= 1
         };
         let mut order = Vec::with_capacity(n);
         order.extend((0..n).filter(|&i| front(i)));
@@ -80,7 +80,7 @@ mod tests {
     use super::*;
     use crate::key::{LockKey, OwnerId};
 
-    fn operation(kind: Kind, key: &str, expected: u32) -> Operation {
+    fn operation(kind: OpKind, key: &str, expected: u32) -> Operation {
         Operation {
             kind,
             key: LockKey::new("", key, 100).unwrap(),
@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn keys_touched_once_move_to_the_ends_and_shared_keys_keep_their_order() {
-        use Kind::*;
+        use OpKind::*;
         let operations = [
             operation(Release, "a", 1), // 0: back
             operation(Acquire, "s", 0), // 1: shared key
@@ -117,13 +117,13 @@ mod tests {
 
     #[test]
     fn a_single_operation_or_a_single_release_at_the_back_is_not_deferred() {
-        let single = Layout::of(&[operation(Kind::Release, "a", 1)]);
+        let single = Layout::of(&[operation(OpKind::Release, "a", 1)]);
         assert!(!single.has_header());
         assert_eq!(single.order().collect::<Vec<_>>(), [0]);
         let one_release = Layout::of(&[
-            operation(Kind::Release, "a", 1),
-            operation(Kind::Acquire, "a", 0),
-            operation(Kind::Release, "b", 1),
+            operation(OpKind::Release, "a", 1),
+            operation(OpKind::Acquire, "a", 0),
+            operation(OpKind::Release, "b", 1),
         ]);
         assert_eq!(one_release.order().collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(one_release.shared_exists, 0);

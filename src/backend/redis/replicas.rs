@@ -10,6 +10,7 @@ use super::{RedisBackend, DEFAULT_COMMAND_TIMEOUT};
 use crate::backend::{Attempt, Backend, ReleaseArgs};
 use crate::error::BackendError;
 use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
 
 /// How many replicas must acknowledge an acquisition; see [`RedisBackend::replica_ack`].
 #[derive(Debug, Clone, Copy)]
@@ -61,12 +62,13 @@ impl RedisBackend {
         let timeout_ms = ack.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
         let acked: Result<i64, _> = self
             .inner
-            .client
+            .commands
+            .first()
             .with_options(&options)
             .wait(i64::from(ack.replicas), timeout_ms)
             .await;
         let acked = acked.unwrap_or_else(|error| {
-            tracing::warn!(%key, %error, "tower-lock: WAIT for replicas failed");
+            tracing::warn!(target: "tower_lock", %key, %error, "WAIT for replicas failed");
             0
         });
         if acked >= i64::from(ack.replicas) {
@@ -79,20 +81,21 @@ impl RedisBackend {
         match ack.on_missing {
             MissingAck::Proceed => {
                 self.inner.unacknowledged.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("tower-lock: {message}; keeping it");
+                tracing::warn!(target: "tower_lock", "{message}; keeping it");
                 Ok(Attempt::Acquired)
             }
             MissingAck::Release => {
                 let released = self
                     .release(ReleaseArgs {
                         key: key.clone(),
+                        kind: LockKind::Exclusive,
                         owner,
                         lease,
                         expected: 1,
                         successor: None,
                     })
                     .await;
-                tracing::warn!(?released, "tower-lock: {message}; released it");
+                tracing::warn!(target: "tower_lock", ?released, "{message}; released it");
                 Err(BackendError::new(format!("{message}; released it")))
             }
         }

@@ -36,8 +36,16 @@ pub(crate) const UNLOCKED: i64 = 1;
 /// Hand-over: the owner's last hold went straight to the successor.
 pub(crate) const HANDED_OVER: i64 = 2;
 
-/// Runs a batch of lock operations in one call (group commit: under load, many requests'
+/// The batch script (`scripts/batch.lua`), with PUBLISH or, for sharded pub/sub, SPUBLISH:
+/// a batch of lock operations in one call (group commit: under load, many requests'
 /// operations share one round trip and one script run).
+///
+/// Written inline (no functions, no `pcall`): closures and protected calls made in every
+/// run cost about as much as the Redis calls themselves (callgrind); so do an extra
+/// argument per operation and an array reply for a single operation. The first command
+/// that reads a lock's hash uses `redis.pcall`, so a key holding other data fails that
+/// operation only. The common texts of a release (`-1`, a count of `1`) are compared
+/// rather than converted to numbers.
 ///
 /// KEYS, per operation: the lock, and for a release also its channel. ARGV, per operation:
 /// lease ms, owner, and what to do: `N` acquire, the owner having `N` holds already; `-N`
@@ -71,120 +79,61 @@ pub(crate) const HANDED_OVER: i64 = 2;
 /// - renew: 1 when renewed, 0 when the owner no longer holds the lock;
 /// - or an error message (a string) when Redis rejected that operation (the key holds
 ///   other data); the other operations of the batch are not affected.
-pub(crate) fn batch(publish: &str) -> String {
-    // Written inline (no functions, no `pcall`): closures and protected calls made in every
-    // run cost about as much as the Redis calls themselves (callgrind); so do an extra
-    // argument per operation and an array reply for a single operation. The first command
-    // that reads a lock's hash uses `redis.pcall`, so a key holding other data fails that
-    // operation only. The common texts of a release (`-1`, a count of `1`) are compared
-    // rather than converted to numbers.
-    format!(
-        r#"
-local n = #ARGV
-local single = n == 3 or (n == 4 and ARGV[3] == 'h')
-local results = single or {{}}
-local k, i, j = 1, 1, 1
-local free, defer, deleted = 0, n + 1, nil
-if not single then
-  local a, d = tonumber(ARGV[1]), tonumber(ARGV[2])
-  i = 3
-  if a > 1 and redis.call('exists', unpack(KEYS, 1, a)) == 0 then free = a end
-  if d > 0 then defer, deleted = d, {{}} end
-end
-while i <= n do
-  local lease, owner, op = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local key = KEYS[k]
-  local result
-  k = k + 1
-  i = i + 3
-  if op == '0' then
-    if j <= free or redis.call('exists', key) == 0 then
-      redis.call('hset', key, owner, '1')
-      redis.call('pexpire', key, lease)
-      result = {ACQUIRED}
-    else
-      result = redis.pcall('hexists', key, owner)
-      if result == 1 then
-        result = {ACQUIRED}
-      elseif result == 0 then
-        result = redis.call('pttl', key)
-        if result < 0 then result = {BUSY_FOREVER} end
-      end
-    end
-  elseif op == 'r' then
-    result = redis.pcall('hexists', key, owner)
-    if result == 1 then redis.call('pexpire', key, lease) end
-  elseif op == 'h' then
-    local successor = ARGV[i]
-    i = i + 1
-    local count = redis.pcall('hget', key, owner)
-    if type(count) == 'table' then
-      result = count
-    elseif not count then
-      result = redis.call('hexists', key, successor) == 1 and {HANDED_OVER} or {NOT_HELD}
-    elseif count == '1' then
-      redis.call('del', key)
-      redis.call('hset', key, successor, '1')
-      redis.call('pexpire', key, lease)
-      result = {HANDED_OVER}
-    else
-      redis.call('hincrby', key, owner, '-1')
-      redis.call('pexpire', key, lease)
-      result = 0
-    end
-  else
-    local expected = op == '-1' and -1 or tonumber(op)
-    local channel
-    if expected < 0 then
-      channel = KEYS[k]
-      k = k + 1
-    end
-    local count = redis.pcall('hget', key, owner)
-    if type(count) == 'table' then
-      result = count
-    elseif expected > 0 then
-      count = tonumber(count or 0)
-      if count == expected then
-        redis.call('hincrby', key, owner, '1')
-      end
-      if count == expected or count == expected + 1 then
-        redis.call('pexpire', key, lease)
-        result = {ACQUIRED}
-      else
-        result = {LOST}
-      end
-    elseif not count then
-      result = {NOT_HELD}
-    else
-      count = count == '1' and 1 or tonumber(count)
-      if count == -expected - 1 then
-        result = 0
-      elseif count > 1 then
-        redis.call('hincrby', key, owner, '-1')
-        redis.call('pexpire', key, lease)
-        result = 0
-      else
-        if j >= defer then
-          deleted[#deleted + 1] = key
-        else
-          redis.call('del', key)
-        end
-        result = {UNLOCKED} + redis.call('{publish}', channel, '{UNLOCK_MESSAGE}')
-      end
-    end
-  end
-  if type(result) == 'table' then result = tostring(result.err) end
-  if single then return result end
-  results[j] = result
-  j = j + 1
-end
-if deleted and #deleted > 0 then redis.call('del', unpack(deleted)) end
-return results
-"#
-    )
+pub(crate) fn batch(sharded: bool) -> String {
+    let lua = include_str!("scripts/batch.lua");
+    if sharded {
+        lua.replacen(PUBLISH_LINE, SHARDED_PUBLISH_LINE, 1)
+    } else {
+        lua.to_owned()
+    }
 }
+
+/// The line of `batch.lua` that names the publish command, and its sharded form.
+const PUBLISH_LINE: &str = "local PUBLISH = 'publish'";
+const SHARDED_PUBLISH_LINE: &str = "local PUBLISH = 'spublish'";
 
 /// Redisson's UNLOCK message: wakes one waiter per process.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// Redisson's READ_UNLOCK message: wakes every waiter (read-write locks).
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value the script's `local NAME, … = value, …` lines give `name`.
+    fn lua_constant(lua: &str, name: &str) -> String {
+        for line in lua.lines() {
+            let Some(rest) = line.strip_prefix("local ") else {
+                continue;
+            };
+            let Some((names, values)) = rest.split_once(" = ") else {
+                continue;
+            };
+            let names: Vec<&str> = names.split(", ").collect();
+            let values: Vec<&str> = values.split(", ").collect();
+            if let Some(at) = names.iter().position(|n| *n == name) {
+                return values[at].trim_matches('\'').to_owned();
+            }
+        }
+        panic!("batch.lua does not define {name}");
+    }
+
+    #[test]
+    fn the_script_s_reply_codes_and_message_are_the_rust_constants() {
+        let lua = batch(false);
+        for (name, value) in [
+            ("ACQUIRED", ACQUIRED),
+            ("BUSY_FOREVER", BUSY_FOREVER),
+            ("LOST", LOST),
+            ("NOT_HELD", NOT_HELD),
+            ("UNLOCKED", UNLOCKED),
+            ("HANDED_OVER", HANDED_OVER),
+        ] {
+            assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
+        }
+        assert_eq!(lua_constant(&lua, "UNLOCK_MESSAGE"), UNLOCK_MESSAGE);
+        assert_eq!(lua_constant(&lua, "PUBLISH"), "publish");
+        assert_eq!(lua_constant(&batch(true), "PUBLISH"), "spublish");
+    }
+}

@@ -2,6 +2,7 @@
 //! waiters, and turns unlock messages, reconnects and cluster changes into wake-ups.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
@@ -10,9 +11,11 @@ use fred::util::redis_keyslot;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
+use super::echoes::Echoes;
+use super::names::{key_of_channel, unlock_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::backend::Notices;
 use crate::key::{KeySet, LockKey};
-use crate::wait::WaitQueues;
 
 /// The subscriber connection, classic or sharded.
 #[derive(Clone)]
@@ -77,32 +80,36 @@ impl Channels {
 
 /// Starts the tasks of one manager's subscriber connection.
 pub(super) fn spawn(
+    runtime: &tokio::runtime::Handle,
     client: Client,
     subscriber: SubscriberClient,
     sharded: bool,
-    queues: WaitQueues,
+    notices: Notices,
+    echoes: Arc<Echoes>,
 ) -> Vec<JoinHandle<()>> {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::error!(
-            "tower-lock: the Redis lock manager was built outside a Tokio runtime; waiters \
-             will only retry when the holder's lease ends"
-        );
-        return Vec::new();
-    };
     let channels = Channels {
         subscriber,
         sharded,
     };
     let mut tasks = vec![
-        runtime.spawn(follow_waiters(channels.clone(), queues.clone())),
+        runtime.spawn(follow_waiters(
+            channels.clone(),
+            notices.clone(),
+            echoes.clone(),
+        )),
         runtime.spawn(deliver_messages(
             channels.subscriber.clone(),
-            queues.clone(),
+            notices.clone(),
+            echoes.clone(),
         )),
-        runtime.spawn(resubscribe_on_reconnect(channels.clone(), queues.clone())),
+        runtime.spawn(resubscribe_on_reconnect(
+            channels.clone(),
+            notices.clone(),
+            echoes.clone(),
+        )),
     ];
     if client.is_clustered() {
-        tasks.push(runtime.spawn(follow_cluster_changes(client, channels, queues)));
+        tasks.push(runtime.spawn(follow_cluster_changes(client, channels, notices, echoes)));
     }
     tasks
 }
@@ -110,32 +117,33 @@ pub(super) fn spawn(
 /// Subscribes a name's channel when its first local waiter appears and unsubscribes it when
 /// the last one leaves. Changes are batched: one SUBSCRIBE / UNSUBSCRIBE (per slot when
 /// sharded) for all names that changed meanwhile, sent in order from this one task.
-async fn follow_waiters(channels: Channels, queues: WaitQueues) {
+async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes>) {
     let mut subscribed = KeySet::default();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
     loop {
         if failed.is_empty() {
-            queues.changed().await;
+            notices.changed().await;
         }
         let mut changes = std::mem::take(&mut failed);
-        changes.extend(queues.take_changes());
+        changes.extend(notices.take_changes());
         let (mut add, mut remove) = (Vec::new(), Vec::new());
         for (key, wanted) in changes {
             match (wanted, subscribed.contains(&key)) {
                 (true, false) => add.push(key),
                 (false, true) => remove.push(key),
-                (true, true) => queues.subscribed(std::slice::from_ref(&key)),
+                (true, true) => notices.subscribed(std::slice::from_ref(&key)),
                 (false, false) => {}
             }
         }
         if !add.is_empty() {
             match channels
-                .subscribe(add.iter().map(LockKey::channel).collect())
+                .subscribe(add.iter().map(unlock_channel).collect())
                 .await
             {
                 Ok(()) => {
-                    queues.subscribed(&add);
+                    echoes.subscribed(&add);
+                    notices.subscribed(&add);
                     subscribed.extend(add);
                 }
                 Err(e) => {
@@ -146,10 +154,11 @@ async fn follow_waiters(channels: Channels, queues: WaitQueues) {
         }
         if !remove.is_empty() {
             match channels
-                .unsubscribe(remove.iter().map(LockKey::channel).collect())
+                .unsubscribe(remove.iter().map(unlock_channel).collect())
                 .await
             {
                 Ok(()) => {
+                    echoes.unsubscribed(&remove);
                     for key in &remove {
                         subscribed.remove(key);
                     }
@@ -169,7 +178,7 @@ async fn follow_waiters(channels: Channels, queues: WaitQueues) {
             failed = failed
                 .into_iter()
                 .map(|(key, _)| {
-                    let wanted = queues.is_watched(&key);
+                    let wanted = notices.is_watched(&key);
                     (key, wanted)
                 })
                 .collect();
@@ -177,18 +186,20 @@ async fn follow_waiters(channels: Channels, queues: WaitQueues) {
     }
 }
 
-/// Turns unlock messages into wake-ups of local heads.
-async fn deliver_messages(subscriber: SubscriberClient, queues: WaitQueues) {
+/// Turns unlock messages of other processes into wake-ups of local heads (our own come
+/// back too: they are taken off `echoes`).
+async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes: Arc<Echoes>) {
     let mut messages = subscriber.message_rx();
     loop {
         match messages.recv().await {
             Ok(message) => {
-                let Some(key) = LockKey::from_channel(&message.channel) else {
+                let Some(key) = key_of_channel(&message.channel) else {
                     continue;
                 };
                 match message.value.as_str().as_deref() {
-                    Some(UNLOCK_MESSAGE) => queues.unlocked(&key),
-                    Some(READ_UNLOCK_MESSAGE) => queues.unlocked_all(&key),
+                    Some(UNLOCK_MESSAGE) if echoes.take(&key) => {}
+                    Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
+                    Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
                     _ => {}
                 }
             }
@@ -197,7 +208,8 @@ async fn deliver_messages(subscriber: SubscriberClient, queues: WaitQueues) {
                     missed,
                     "tower-lock: unlock messages were dropped; every waiter retries"
                 );
-                queues.resync();
+                echoes.forget_expected();
+                notices.resync();
             }
             Err(RecvError::Closed) => return,
         }
@@ -206,22 +218,25 @@ async fn deliver_messages(subscriber: SubscriberClient, queues: WaitQueues) {
 
 /// Subscribes again, retrying with backoff, then lets every waiting head retry (messages
 /// may have been missed meanwhile).
-async fn resubscribe_and_resync(channels: &Channels, queues: &WaitQueues) {
+async fn resubscribe_and_resync(channels: &Channels, notices: &Notices, echoes: &Echoes) {
     let mut delay = Duration::from_millis(50);
     while let Err(e) = channels.resubscribe().await {
         tracing::warn!(error = %e, "tower-lock: cannot resubscribe to unlock channels; retrying");
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(2));
     }
-    queues.resync();
+    echoes.forget_expected();
+    notices.resync();
 }
 
 /// After a reconnect the subscriptions are gone and messages may have been missed.
-async fn resubscribe_on_reconnect(channels: Channels, queues: WaitQueues) {
+async fn resubscribe_on_reconnect(channels: Channels, notices: Notices, echoes: Arc<Echoes>) {
     let mut reconnects = channels.subscriber.reconnect_rx();
     loop {
         match reconnects.recv().await {
-            Ok(_) | Err(RecvError::Lagged(_)) => resubscribe_and_resync(&channels, &queues).await,
+            Ok(_) | Err(RecvError::Lagged(_)) => {
+                resubscribe_and_resync(&channels, &notices, &echoes).await
+            }
             Err(RecvError::Closed) => return,
         }
     }
@@ -232,7 +247,12 @@ async fn resubscribe_on_reconnect(channels: Channels, queues: WaitQueues) {
 /// connection is redirected (its cluster state changes), or when the once-a-second check
 /// made while this process has waiters finds a subscribed slot served by another primary
 /// than the subscriber's, refresh the subscriber's routing and subscribe again.
-async fn follow_cluster_changes(client: Client, channels: Channels, queues: WaitQueues) {
+async fn follow_cluster_changes(
+    client: Client,
+    channels: Channels,
+    notices: Notices,
+    echoes: Arc<Echoes>,
+) {
     let mut redirected = client.cluster_change_rx();
     let mut check = tokio::time::interval(Duration::from_secs(1));
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -242,13 +262,13 @@ async fn follow_cluster_changes(client: Client, channels: Channels, queues: Wait
                 Ok(_) | Err(RecvError::Lagged(_)) => true,
                 Err(RecvError::Closed) => return,
             },
-            _ = check.tick() => channels.sharded && queues.len() > 0 && subscriptions_moved(&client, &channels).await,
+            _ = check.tick() => channels.sharded && notices.watched_names() > 0 && subscriptions_moved(&client, &channels).await,
         };
         if changed {
             if let Err(e) = channels.subscriber.sync_cluster().await {
-                tracing::warn!(error = %e, "tower-lock: cannot refresh the cluster routing of the subscriber");
+                tracing::warn!(target: "tower_lock", error = %e, "cannot refresh the cluster routing of the subscriber");
             }
-            resubscribe_and_resync(&channels, &queues).await;
+            resubscribe_and_resync(&channels, &notices, &echoes).await;
         }
     }
 }

@@ -5,13 +5,13 @@
 //! fred's queue behind its reconnect, until Redis is back or the command time limit runs
 //! out (measured: a request per client held for the whole 30 s limit when Redis was
 //! killed under load). So a pending operation is given up once the backend reports its
-//! connection lost ([`WaitQueues::connection_lost`]) and says it cannot be reached.
+//! connection lost ([`Notices::connection_lost`]) and says it cannot be reached.
 //! Giving up drops the operation's future, which is safe: backend operations are
-//! [`Settle`]d, so one that still lands later is finished in the background and undone
+//! [`DropSafe`], so one that still lands later is finished in the background and undone
 //! there.
 //!
-//! [`WaitQueues::connection_lost`]: crate::WaitQueues::connection_lost
-//! [`Settle`]: crate::settle::Settle
+//! [`Notices::connection_lost`]: crate::backend::Notices::connection_lost
+//! [`DropSafe`]: super::drop_safe::DropSafe
 
 use std::future::Future;
 use std::pin::pin;
@@ -19,7 +19,7 @@ use std::task::Poll;
 
 use tokio::time::Instant;
 
-use crate::manager::ManagerInner;
+use super::manager::ManagerInner;
 
 /// Why a pending operation was given up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub(crate) async fn answer_within<F: Future>(
     inner: &ManagerInner,
 ) -> Result<F::Output, GaveUp> {
     let mut operation = pin!(operation);
-    if inner.answers_at_once {
+    if inner.store().answers_at_once() {
         // In-process: nothing to lose a connection to; only the deadline counts.
         return match deadline {
             None => Ok(operation.await),
@@ -52,7 +52,7 @@ pub(crate) async fn answer_within<F: Future>(
     }
     // Listening before the first poll sends anything: an operation that can be held up by
     // a connection lost later is always woken then.
-    let mut outage = pin!(inner.queues.outage());
+    let mut outage = pin!(inner.queues().outage());
     outage.as_mut().enable();
     let mut timer = pin!(deadline.map(tokio::time::sleep_until));
     let mut first = true;
@@ -65,9 +65,9 @@ pub(crate) async fn answer_within<F: Future>(
         let mut look = std::mem::take(&mut first);
         while outage.as_mut().poll(cx).is_ready() {
             look = true;
-            outage.set(inner.queues.outage());
+            outage.set(inner.queues().outage());
         }
-        if look && !inner.backend.is_available() {
+        if look && !inner.store().is_available() {
             return Poll::Ready(Err(GaveUp::Unreachable));
         }
         let expired = timer

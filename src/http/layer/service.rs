@@ -7,7 +7,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::response::Response;
 use axum::BoxError;
 use http::Request;
-use tower::Service;
+use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::start::begin;

@@ -1,5 +1,6 @@
-//! A hold's count in the backend, locked around every change so that each change is sent
-//! with the count it expects (see [`AcquireArgs::expected`](crate::backend::AcquireArgs)).
+//! The count lock of a hold: the owner's count in the backend, locked around every change
+//! so that each change is sent with the count it expects (see
+//! [`AcquireArgs::expected`](crate::backend::AcquireArgs)).
 //!
 //! It lives inside the hold's own allocation: a `tokio::sync::Mutex` would need an `Arc`
 //! of its own for a guard that outlives a borrow (one more allocation per lock).
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio::sync::Semaphore;
 
-use crate::guard::Hold;
+use super::hold::Hold;
 
 /// The count and its lock (one permit).
 #[derive(Debug)]
@@ -39,7 +40,7 @@ pub(crate) struct Counted<H: Deref<Target = Hold>> {
 impl<H: Deref<Target = Hold>> Counted<H> {
     /// Waits for the count lock (cancel-safe: nothing is taken until it returns).
     pub(crate) async fn lock(hold: H) -> Self {
-        match hold.count.lock.acquire().await {
+        match hold.count().lock.acquire().await {
             Ok(permit) => permit.forget(),
             // The semaphore is never closed.
             Err(_) => unreachable!("the count lock is never closed"),
@@ -49,7 +50,11 @@ impl<H: Deref<Target = Hold>> Counted<H> {
 
     /// The count lock if it is free now, else `Err(hold)`.
     pub(crate) fn try_lock(hold: H) -> Result<Self, H> {
-        let taken = hold.count.lock.try_acquire().map(|permit| permit.forget());
+        let taken = hold
+            .count()
+            .lock
+            .try_acquire()
+            .map(|permit| permit.forget());
         match taken {
             Ok(()) => Ok(Self::locked(hold)),
             Err(_) => Err(hold),
@@ -57,7 +62,7 @@ impl<H: Deref<Target = Hold>> Counted<H> {
     }
 
     fn locked(hold: H) -> Self {
-        let value = hold.count.value.load(Ordering::Acquire);
+        let value = hold.count().value.load(Ordering::Acquire);
         Counted { hold, value }
     }
 
@@ -83,7 +88,7 @@ impl<H: Deref<Target = Hold>> DerefMut for Counted<H> {
 
 impl<H: Deref<Target = Hold>> Drop for Counted<H> {
     fn drop(&mut self) {
-        let count = &self.hold.count;
+        let count = self.hold.count();
         count.value.store(self.value, Ordering::Release);
         count.lock.add_permits(1);
     }

@@ -10,7 +10,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use http::HeaderMap;
 use http_body::{Frame, SizeHint};
 
-use crate::rejection::LockRejection;
+use crate::http::rejection::LockRejection;
 
 /// Default limit of a body read before the lock: 2 MiB, as axum's `DefaultBodyLimit`.
 pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;

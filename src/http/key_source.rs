@@ -9,7 +9,7 @@ use axum::extract::{FromRequestParts, MatchedPath, RawPathParams};
 use http::request::Parts;
 use http::HeaderName;
 
-use crate::rejection::LockRejection;
+use crate::http::rejection::LockRejection;
 
 /// Reads the raw key value from a request. Values are percent-decoded (path and query) and
 /// must be UTF-8; anything else is a 400.

@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use tower::Layer;
+use tower_layer::Layer;
 
 pub use body::{DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
 pub use future::ResponseFuture;
@@ -55,11 +55,11 @@ pub use service::Lock;
 
 use body::BodyPolicy;
 
-use crate::extract::Lockable;
+use crate::engine::LockManager;
+use crate::http::extract::Lockable;
+use crate::http::key_source::KeySource;
+use crate::http::rejection::{BusyAnswer, LockRejection};
 use crate::key::LockKey;
-use crate::key_source::KeySource;
-use crate::manager::LockManager;
-use crate::rejection::{BusyAnswer, LockRejection};
 
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
@@ -190,9 +190,10 @@ impl LockLayer {
         self
     }
 
-    /// An explicit lease (no watchdog): the lock ends after `lease` even if the handler
-    /// still runs. Default: the manager's lease, renewed while the handler runs.
-    pub fn lease(mut self, lease: Duration) -> Self {
+    /// A fixed lease (no watchdog): the lock ends after `lease` even if the handler still
+    /// runs (with [`abort_on_lost`](Self::abort_on_lost), the handler is stopped first).
+    /// Default: the manager's lease, renewed while the handler runs.
+    pub fn fixed_lease(mut self, lease: Duration) -> Self {
         self.config_mut().lease = Some(lease);
         self
     }

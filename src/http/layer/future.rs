@@ -11,14 +11,14 @@ use axum::response::Response;
 use axum::BoxError;
 use http::Request;
 use pin_project::pin_project;
-use tower::Service;
+use tower_service::Service;
 
 use super::start::{Acquiring, Later, Start};
 use super::Config;
 use crate::backend::BoxFuture;
-use crate::guard::LockGuard;
-use crate::rejection::LockRejection;
-use crate::request::{InlineWatchdog, PendingWatchdog};
+use crate::engine::LockGuard;
+use crate::engine::{InlineWatchdog, PendingWatchdog};
+use crate::http::rejection::LockRejection;
 
 /// The watchdog of a request's lock, started only once the handler has to wait; for an
 /// explicit lease under `abort_on_lost`, the wait for its end.

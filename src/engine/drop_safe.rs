@@ -1,7 +1,7 @@
-//! Finishing backend operations whose caller went away.
+//! Backend operations that finish even when their caller goes away.
 //!
 //! Once an acquisition has been sent, dropping its future does not stop it: the backend
-//! may still apply it. [`Settle`] keeps such an operation running in the background and
+//! may still apply it. [`DropSafe`] keeps such an operation running in the background and
 //! hands its result to an undo step (for an acquisition: release what was taken).
 
 use std::future::Future;
@@ -13,25 +13,25 @@ use crate::backend::BoxFuture;
 type Undo<T> = Box<dyn FnOnce(T) -> Option<BoxFuture<()>> + Send>;
 
 /// A backend operation that is finished (and undone as needed) even if dropped midway.
-pub(crate) struct Settle<T: Send + 'static> {
+pub(crate) struct DropSafe<T: Send + 'static> {
     operation: Option<BoxFuture<T>>,
     undo: Option<Undo<T>>,
 }
 
-impl<T: Send + 'static> Settle<T> {
+impl<T: Send + 'static> DropSafe<T> {
     /// `undo` receives the result when the caller is gone, and returns the clean-up to run.
     pub(crate) fn new(
         operation: BoxFuture<T>,
         undo: impl FnOnce(T) -> Option<BoxFuture<()>> + Send + 'static,
     ) -> Self {
-        Settle {
+        DropSafe {
             operation: Some(operation),
             undo: Some(Box::new(undo)),
         }
     }
 }
 
-impl<T: Send + 'static> Future for Settle<T> {
+impl<T: Send + 'static> Future for DropSafe<T> {
     type Output = T;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
@@ -39,7 +39,7 @@ impl<T: Send + 'static> Future for Settle<T> {
         let operation = this
             .operation
             .as_mut()
-            .expect("Settle polled after completion");
+            .expect("DropSafe polled after completion");
         let result = operation.as_mut().poll(cx);
         if result.is_ready() {
             this.operation = None;
@@ -48,7 +48,7 @@ impl<T: Send + 'static> Future for Settle<T> {
     }
 }
 
-impl<T: Send + 'static> Drop for Settle<T> {
+impl<T: Send + 'static> Drop for DropSafe<T> {
     fn drop(&mut self) {
         // Not finished. Even a never-polled operation may already have taken effect (a
         // backend may act when the operation is created, as the memory backend does), so
@@ -83,7 +83,7 @@ mod tests {
         for poll_first in [false, true] {
             let (undone_tx, undone_rx) = tokio::sync::oneshot::channel();
             let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
-            let mut settle = Settle::new(
+            let mut settle = DropSafe::new(
                 Box::pin(async move {
                     let _ = go_rx.await;
                     42

@@ -6,13 +6,13 @@ use std::ops::Deref;
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use http::request::Parts;
 
-use crate::guard::LockGuard;
-use crate::held::HeldLock;
+use crate::engine::LockGuard;
+use crate::engine::LockManager;
+use crate::engine::LossSignal;
+use crate::http::held::HeldLock;
+use crate::http::key_source::KeySource;
+use crate::http::rejection::{BusyAnswer, LockRejection};
 use crate::key::LockKey;
-use crate::key_source::KeySource;
-use crate::loss::LossSignal;
-use crate::manager::LockManager;
-use crate::rejection::{BusyAnswer, LockRejection};
 
 /// A request value that names a lock, such as an order id.
 ///

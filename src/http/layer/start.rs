@@ -18,12 +18,13 @@ use http::Request;
 use super::body::read_body;
 use super::Config;
 use crate::backend::BoxFuture;
-use crate::guard::LockGuard;
+use crate::engine::LockGuard;
+use crate::engine::LockManager;
+use crate::engine::{Acquired, LockRequest, PendingWatchdog};
+use crate::error::LockError;
+use crate::http::held::HeldLock;
+use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
-use crate::manager::LockManager;
-use crate::rejection::LockRejection;
-use crate::request::{Acquired, LockRequest, PendingWatchdog};
-use crate::LockError;
 
 /// Polls a key read that is expected to be ready at once (`Waker::noop` needs Rust 1.85).
 static NOOP_WAKER: LazyLock<Waker> = LazyLock::new(|| Waker::from(Arc::new(Noop)));
@@ -222,7 +223,7 @@ fn lock_request(
         lock = lock.wait(wait);
     }
     if let Some(lease) = config.lease {
-        lock = lock.lease(lease);
+        lock = lock.fixed_lease(lease);
     }
     Ok(lock)
 }
@@ -237,7 +238,7 @@ fn finish(
 ) -> Start {
     match acquired {
         Ok((guard, watchdog)) => {
-            parts.extensions.insert(guard.held());
+            parts.extensions.insert(HeldLock::of(&guard));
             Start::Locked(Request::from_parts(parts, body), guard, watchdog)
         }
         Err(LockError::Unavailable(error)) if config.fail_open => {

@@ -3,11 +3,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::engine::hold::Hold;
+use crate::engine::{reenter, LockGuard, LockManager, LossSignal};
 use crate::error::LockError;
-use crate::guard::{self, Hold, LockGuard};
 use crate::key::{LockKey, OwnerId};
-use crate::loss::LossSignal;
-use crate::manager::LockManager;
 
 /// Put in the request extensions by [`LockLayer`](crate::LockLayer) while the inner service
 /// runs: which lock the request holds, and its loss signal.
@@ -30,50 +29,55 @@ pub struct HeldLock {
 }
 
 impl HeldLock {
-    pub(crate) fn new(hold: Arc<Hold>) -> Self {
-        HeldLock { hold }
+    /// The shareable view of `guard`'s hold, for the request extensions.
+    pub(crate) fn of(guard: &LockGuard) -> Self {
+        HeldLock {
+            hold: guard.shared_hold(),
+        }
     }
 
     /// The lock's key.
     pub fn key(&self) -> &LockKey {
-        &self.hold.key
+        self.hold.key()
     }
 
-    /// The owner id written in the lock. A lock handed over inside this process as it
-    /// stands keeps the releaser's (see
-    /// [`hand_over_limit`](crate::LockManagerBuilder::hand_over_limit)).
+    /// The owner id written in the lock.
     pub fn owner(&self) -> &OwnerId {
-        &self.hold.owner
+        self.hold.owner()
     }
 
     /// The loss signal (completes if the lock is lost while the request runs).
     pub fn loss(&self) -> LossSignal {
-        self.hold.loss.signal()
+        self.hold.loss().signal()
     }
 
     /// Whether the lock is known or presumed lost.
     pub fn is_lost(&self) -> bool {
-        self.hold.loss.is_lost()
+        self.hold.loss().is_lost()
     }
 
     /// The manager that holds the lock (to take other locks with it).
     pub fn manager(&self) -> LockManager {
-        LockManager {
-            inner: self.hold.manager.clone(),
-        }
+        LockManager::from_inner(self.hold.manager().clone())
     }
 
     /// Enters the same lock again for the same owner (used by [`Locked`](crate::Locked)).
+    ///
+    /// # Errors
+    /// As [`LockGuard::reenter`].
+    ///
+    /// # Cancel safety
+    /// As [`LockGuard::reenter`].
     pub async fn reenter(&self) -> Result<LockGuard, LockError> {
-        guard::reenter(self.hold.clone()).await
+        reenter(self.hold.clone()).await
     }
 }
 
 impl fmt::Debug for HeldLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HeldLock")
-            .field("key", &self.hold.key)
-            .field("owner", &self.hold.owner)
+            .field("key", self.hold.key())
+            .field("owner", self.hold.owner())
             .finish()
     }
 }

@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::guard::Hold;
-use crate::watchdog::{renew_once, Keeper, Slot};
+use super::gate::ScheduleSlot;
+use super::watchdog::{renew_once, Keeper};
+use crate::engine::hold::Hold;
 
 /// The renewal schedule of a manager's held locks.
 #[derive(Default)]
@@ -38,17 +39,17 @@ impl Renewals {
         let mut state = self.state();
         let id = state.next_id;
         // A hold being released is not scheduled again.
-        if !hold.gate.schedule((due, id)) {
+        if !hold.gate().schedule((due, id)) {
             return;
         }
         state.next_id += 1;
         let earlier = state.next_look.is_none_or(|look| due < look);
         let start = !state.running;
         let runtime = if start {
-            match hold.manager.runtime() {
+            match hold.manager().runtime() {
                 Some(runtime) => Some(runtime),
                 None => {
-                    tracing::warn!(key = %hold.key, "tower-lock: no Tokio runtime to renew the lease on; the lock ends with its lease");
+                    tracing::warn!(key = %hold.key(), "tower-lock: no Tokio runtime to renew the lease on; the lock ends with its lease");
                     return;
                 }
             }
@@ -66,8 +67,8 @@ impl Renewals {
     }
 
     /// Takes a hold off the schedule (it is being released): `slot` is its place, as
-    /// [`RenewGate::try_close`](crate::watchdog::RenewGate::try_close) or `close` gave it.
-    pub(crate) fn cancel(&self, slot: Option<Slot>) {
+    /// [`RenewGate::try_close`](super::RenewGate::try_close) or `close` gave it.
+    pub(crate) fn cancel(&self, slot: Option<ScheduleSlot>) {
         if let Some(slot) = slot {
             self.state().due.remove(&slot);
         }
@@ -100,7 +101,7 @@ async fn run(renewals: Weak<Renewals>, wake: Arc<Notify>) {
                     break;
                 }
                 let (hold, keeper) = entry.remove();
-                hold.gate.unschedule();
+                hold.gate().unschedule();
                 let renewals = renewals.clone();
                 tokio::spawn(async move {
                     let mut keeper = keeper;

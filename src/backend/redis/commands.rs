@@ -1,0 +1,115 @@
+//! Where lock commands go: one client, or a pool of them; and the batch script's call.
+
+use fred::clients::{Pool, WithOptions};
+use fred::prelude::*;
+use fred::types::scripts::Script;
+use fred::types::{ClusterHash, CustomCommand};
+
+use crate::error::BackendError;
+use crate::key::LockKey;
+
+/// The connections lock commands go through.
+pub(super) enum Commands {
+    Client(Client),
+    /// Round robin over the pool's clients.
+    Pool(Pool),
+}
+
+impl Commands {
+    /// The client the next command goes through.
+    pub(super) fn next(&self) -> &Client {
+        match self {
+            Commands::Client(client) => client,
+            Commands::Pool(pool) => pool.next(),
+        }
+    }
+
+    /// The first client (the one to ask about the server, and to follow).
+    pub(super) fn first(&self) -> &Client {
+        match self {
+            Commands::Client(client) => client,
+            Commands::Pool(pool) => &pool.clients()[0],
+        }
+    }
+
+    /// Every client.
+    pub(super) fn all(&self) -> &[Client] {
+        match self {
+            Commands::Client(client) => std::slice::from_ref(client),
+            Commands::Pool(pool) => pool.clients(),
+        }
+    }
+
+    /// Whether a command sent now has a connection (fred says it is connected only once
+    /// its reconnect succeeded).
+    pub(super) fn is_connected(&self) -> bool {
+        self.all().iter().any(Client::is_connected)
+    }
+}
+
+/// Runs `script` by EVALSHA with the arguments `args` builds, through `client` with
+/// `options`; loads it and runs it again when the server does not know it (after a restart
+/// or `SCRIPT FLUSH`): `args` is called twice only then. All keys of one call share the
+/// slot of `key`.
+///
+/// Sent with `custom` rather than fred's `evalsha`: fred's `WithOptions` does not
+/// implement its script interface, so `with_options(..).evalsha(..)` runs on the bare
+/// client, and neither the command's time limit nor failing fast while disconnected
+/// would apply.
+pub(super) async fn eval_script<A>(
+    client: &Client,
+    options: &Options,
+    script: &Script,
+    key: &LockKey,
+    args: A,
+) -> Result<Value, BackendError>
+where
+    A: Fn() -> Vec<Value>,
+{
+    let with_options = client.with_options(options);
+    let evalsha = evalsha(key);
+    let result = match with_options
+        .custom::<Value, _>(evalsha.clone(), args())
+        .await
+    {
+        Err(e) if e.details().starts_with("NOSCRIPT") => {
+            // Boxed: the rare path does not weigh on every operation's future.
+            Box::pin(reload_and_eval(
+                client,
+                &with_options,
+                script,
+                evalsha,
+                args(),
+            ))
+            .await
+        }
+        other => other,
+    };
+    result.map_err(|e| BackendError::with_source("Redis command failed", e))
+}
+
+/// Loads the script again (after a restart or `SCRIPT FLUSH`) and runs it.
+async fn reload_and_eval(
+    client: &Client,
+    with_options: &WithOptions<Client>,
+    script: &Script,
+    evalsha: CustomCommand,
+    arguments: Vec<Value>,
+) -> Result<Value, Error> {
+    tracing::debug!(target: "tower_lock", "Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
+    let lua = script.lua().cloned().unwrap_or_default();
+    // On a cluster, load it on every primary (the key's node may change).
+    if client.is_clustered() {
+        client.script_load_cluster::<(), _>(lua).await?;
+    } else {
+        client.script_load::<(), _>(lua).await?;
+    }
+    with_options.custom(evalsha, arguments).await
+}
+
+/// `EVALSHA`, routed on a cluster to the slot of `key` (fred hashes a custom command's
+/// first string argument otherwise: the SHA).
+fn evalsha(key: &LockKey) -> CustomCommand {
+    let slot = fred::util::redis_keyslot(key.as_str().as_bytes());
+    CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false)
+}

@@ -1,0 +1,111 @@
+-- tower-lock's batch script: a batch of operations on Redisson `RLock`s in one call.
+-- See `scripts.rs` for the arguments and replies. User input (lock names, owner ids)
+-- only ever arrives as KEYS/ARGV.
+--
+-- Reply codes, checked against scripts.rs by a test:
+local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
+local NOT_HELD, UNLOCKED, HANDED_OVER = -1, 1, 2
+-- Redisson's UNLOCK message.
+local UNLOCK_MESSAGE = '0'
+-- PUBLISH, or SPUBLISH under sharded pub/sub (the line is rewritten then).
+local PUBLISH = 'publish'
+local n = #ARGV
+local single = n == 3 or (n == 4 and ARGV[3] == 'h')
+local results = single or {}
+local k, i, j = 1, 1, 1
+local free, defer, deleted = 0, n + 1, nil
+if not single then
+  local a, d = tonumber(ARGV[1]), tonumber(ARGV[2])
+  i = 3
+  if a > 1 and redis.call('exists', unpack(KEYS, 1, a)) == 0 then free = a end
+  if d > 0 then defer, deleted = d, {} end
+end
+while i <= n do
+  local lease, owner, op = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local key = KEYS[k]
+  local result
+  k = k + 1
+  i = i + 3
+  if op == '0' then
+    if j <= free or redis.call('exists', key) == 0 then
+      redis.call('hset', key, owner, '1')
+      redis.call('pexpire', key, lease)
+      result = ACQUIRED
+    else
+      result = redis.pcall('hexists', key, owner)
+      if result == 1 then
+        result = ACQUIRED
+      elseif result == 0 then
+        result = redis.call('pttl', key)
+        if result < 0 then result = BUSY_FOREVER end
+      end
+    end
+  elseif op == 'r' then
+    result = redis.pcall('hexists', key, owner)
+    if result == 1 then redis.call('pexpire', key, lease) end
+  elseif op == 'h' then
+    local successor = ARGV[i]
+    i = i + 1
+    local count = redis.pcall('hget', key, owner)
+    if type(count) == 'table' then
+      result = count
+    elseif not count then
+      result = redis.call('hexists', key, successor) == 1 and HANDED_OVER or NOT_HELD
+    elseif count == '1' then
+      redis.call('del', key)
+      redis.call('hset', key, successor, '1')
+      redis.call('pexpire', key, lease)
+      result = HANDED_OVER
+    else
+      redis.call('hincrby', key, owner, '-1')
+      redis.call('pexpire', key, lease)
+      result = 0
+    end
+  else
+    local expected = op == '-1' and -1 or tonumber(op)
+    local channel
+    if expected < 0 then
+      channel = KEYS[k]
+      k = k + 1
+    end
+    local count = redis.pcall('hget', key, owner)
+    if type(count) == 'table' then
+      result = count
+    elseif expected > 0 then
+      count = tonumber(count or 0)
+      if count == expected then
+        redis.call('hincrby', key, owner, '1')
+      end
+      if count == expected or count == expected + 1 then
+        redis.call('pexpire', key, lease)
+        result = ACQUIRED
+      else
+        result = LOST
+      end
+    elseif not count then
+      result = NOT_HELD
+    else
+      count = count == '1' and 1 or tonumber(count)
+      if count == -expected - 1 then
+        result = 0
+      elseif count > 1 then
+        redis.call('hincrby', key, owner, '-1')
+        redis.call('pexpire', key, lease)
+        result = 0
+      else
+        if j >= defer then
+          deleted[#deleted + 1] = key
+        else
+          redis.call('del', key)
+        end
+        result = UNLOCKED + redis.call(PUBLISH, channel, UNLOCK_MESSAGE)
+      end
+    end
+  end
+  if type(result) == 'table' then result = tostring(result.err) end
+  if single then return result end
+  results[j] = result
+  j = j + 1
+end
+if deleted and #deleted > 0 then redis.call('del', unpack(deleted)) end
+return results

@@ -1,0 +1,292 @@
+//! One acquisition: try, queue, wait for a reason to retry, give up at the deadline; then
+//! the hold and its guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::drop_safe::DropSafe;
+use super::guard::LockGuard;
+use super::hold::{Hold, NewHold};
+use super::manager::ManagerInner;
+use super::outage::{answer_within, GaveUp};
+use super::renewal::Keeper;
+use super::unowned::{release_unowned, QueuedWaiter};
+use crate::backend::{AcquireArgs, Attempt, BoxFuture};
+use crate::error::{BackendError, LockError};
+use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
+use crate::wait::{Claim, Local, Turn};
+
+/// Pause before a waiter retries after a backend error (doubling up to a second).
+const ERROR_RETRY: Duration = Duration::from_millis(50);
+
+/// A watchdog that the caller drives itself (polled inside the HTTP layer's future).
+pub(crate) type InlineWatchdog = BoxFuture<()>;
+
+/// A watchdog not started yet: the HTTP layer starts it only for a handler that does not
+/// finish at once (see [`LockGuard::keep_alive`]).
+pub(crate) type PendingWatchdog = Keeper;
+
+/// A held lock, with its watchdog when the caller drives it itself.
+pub(crate) type Acquired = (LockGuard, Option<PendingWatchdog>);
+
+/// What is asked for: a lock, its kind, by whom, and for how long.
+#[derive(Clone)]
+pub(super) struct Want {
+    pub(super) key: LockKey,
+    pub(super) kind: LockKind,
+    pub(super) owner: OwnerId,
+    pub(super) lease: Duration,
+    /// Whether a watchdog renews the lease (no fixed lease).
+    pub(super) renewed: bool,
+}
+
+impl Want {
+    /// The backend arguments of a first acquisition.
+    pub(super) fn args(&self) -> AcquireArgs {
+        AcquireArgs {
+            key: self.key.clone(),
+            kind: self.kind,
+            owner: self.owner.clone(),
+            lease: self.lease,
+            expected: 0,
+        }
+    }
+
+    /// The hold of this owner, its lease running from `acquired_at`, with the watchdog
+    /// scheduled (`spawn_watchdog`) or handed back unstarted.
+    pub(super) fn hold(
+        self,
+        manager: Arc<ManagerInner>,
+        acquired_at: Instant,
+        claim: Option<Claim>,
+        spawn_watchdog: bool,
+    ) -> Acquired {
+        let renewed = self.renewed;
+        let lease = self.lease;
+        let hold = Hold::new(NewHold {
+            manager,
+            key: self.key,
+            kind: self.kind,
+            owner: self.owner,
+            lease,
+            renewed,
+            acquired_at,
+            claim,
+        });
+        if !renewed {
+            return (LockGuard::new(hold), None);
+        }
+        let keeper = Keeper::new(lease);
+        if spawn_watchdog {
+            let due = keeper.first_due(&hold);
+            hold.manager()
+                .renewals()
+                .schedule(hold.clone(), keeper, due);
+            (LockGuard::new(hold), None)
+        } else {
+            (LockGuard::new(hold), Some(keeper))
+        }
+    }
+}
+
+/// The lock, granted: when its lease started (the attempt or the release that handed it
+/// over was sent), and this process's claim on the name.
+pub(super) struct Grant {
+    pub(super) lease_from: Instant,
+    pub(super) claim: Claim,
+}
+
+/// One attempt, finished and undone in the background if it is dropped after it was sent.
+fn attempt(inner: &Arc<ManagerInner>, want: &Want) -> DropSafe<Result<Attempt, BackendError>> {
+    let undo_inner = inner.clone();
+    let (undo_key, undo_kind, undo_owner, lease) =
+        (want.key.clone(), want.kind, want.owner.clone(), want.lease);
+    DropSafe::new(inner.store().acquire(want.args()), move |result| {
+        // Busy: nothing was taken. Acquired, or an error (the attempt may have landed):
+        // release; releasing what was never taken changes nothing.
+        if let Ok(Attempt::Busy(_)) = result {
+            return None;
+        }
+        Some(release_unowned(
+            undo_inner, undo_key, undo_kind, undo_owner, lease,
+        ))
+    })
+}
+
+/// The error of a backend that knows it cannot be reached now.
+pub(super) fn backend_down() -> BackendError {
+    BackendError::new("the lock backend is unreachable (reconnecting)")
+}
+
+/// An acquisition under way.
+pub(super) struct Acquisition<'a> {
+    inner: &'a Arc<ManagerInner>,
+    want: &'a Want,
+    wait: Duration,
+    started: Instant,
+    deadline: Instant,
+    /// When the holder's lease ends, as last seen.
+    holder_until: Option<Instant>,
+}
+
+impl<'a> Acquisition<'a> {
+    pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a Want, wait: Duration) -> Self {
+        let started = Instant::now();
+        let deadline = started
+            .checked_add(wait)
+            .unwrap_or(started + Duration::from_secs(86_400 * 365));
+        Acquisition {
+            inner,
+            want,
+            wait,
+            started,
+            deadline,
+            holder_until: None,
+        }
+    }
+
+    /// Tries, then waits in the local queue until acquired or the deadline.
+    pub(super) async fn run(mut self) -> Result<Grant, LockError> {
+        // Local waiters go first: a newcomer does not try before them, nor while a holder
+        // in this process has the lock. A single try asks the backend unless waiters are
+        // queued (it must not overtake them).
+        let local = self.inner.queues().local_state(&self.want.key);
+        let mut holder_lease = None;
+        if local == Local::Free || (local == Local::Held && self.wait.is_zero()) {
+            match self.first_try().await? {
+                Ok(grant) => return Ok(grant),
+                Err(lease) => holder_lease = lease,
+            }
+            if self.wait.is_zero() {
+                return Err(self.timed_out());
+            }
+        } else if self.wait.is_zero() {
+            return Err(self.timed_out());
+        }
+        self.wait_in_queue(holder_lease).await
+    }
+
+    /// The first attempt, with the name claimed so that newcomers that arrive meanwhile
+    /// queue instead of trying too (a burst of duplicates costs one attempt, not one each).
+    /// `Ok(Err(lease))`: busy, the holder's lease as reported.
+    async fn first_try(&mut self) -> Result<Result<Grant, Option<Duration>>, LockError> {
+        let claim = self.inner.queues().claim(&self.want.key);
+        let sent = Instant::now();
+        // A waiting request's deadline also bounds its first attempt (a slow backend),
+        // unless the backend's own time limit comes first (a single try, or the common
+        // long wait: no timer to set and cancel). Neither waits on a connection the
+        // backend has found lost.
+        let bounded = self
+            .inner
+            .store()
+            .capabilities()
+            .attempt_time_limit
+            .is_some_and(|limit| limit <= self.wait);
+        let deadline = (!self.wait.is_zero() && !bounded).then_some(self.deadline);
+        let attempt = attempt(self.inner, self.want);
+        let result = match answer_within(attempt, deadline, self.inner).await {
+            Ok(result) => result,
+            Err(GaveUp::Deadline) => Err(BackendError::new(format!(
+                "no answer from the lock backend within the wait ({:?})",
+                self.wait
+            ))),
+            Err(GaveUp::Unreachable) => Err(backend_down()),
+        };
+        match result? {
+            Attempt::Acquired => Ok(Ok(Grant {
+                lease_from: sent,
+                claim,
+            })),
+            Attempt::Busy(pttl) => {
+                self.holder_until = pttl.map(|pttl| sent + pttl);
+                Ok(Err(pttl))
+            }
+            Attempt::Lost => Ok(Err(None)),
+        }
+    }
+
+    /// Waits in the local queue: retries when told to (an unlock, a release here, a lost
+    /// subscription) or when the holder's lease as last seen ends, until the deadline.
+    async fn wait_in_queue(mut self, holder_lease: Option<Duration>) -> Result<Grant, LockError> {
+        let (inner, want) = (self.inner, self.want);
+        let ticket = inner
+            .queues()
+            .join(&want.key, holder_lease, &want.owner, want.lease);
+        let mut queued = QueuedWaiter::new(ticket, inner, want);
+        let mut last_error: Option<BackendError> = None;
+        let mut error_retry = ERROR_RETRY;
+        loop {
+            match queued.ticket().turn() {
+                Turn::Try => {
+                    let sent = Instant::now();
+                    let attempt = attempt(inner, want);
+                    match answer_within(attempt, Some(self.deadline), inner).await {
+                        Err(GaveUp::Deadline) => break,
+                        // Its owner id is not used again: the attempt may still land, and
+                        // is undone in the background if it does.
+                        Err(GaveUp::Unreachable) => {
+                            last_error = Some(backend_down());
+                            break;
+                        }
+                        Ok(Ok(Attempt::Acquired)) => {
+                            let claim = inner.queues().claim(&want.key);
+                            queued.acquired();
+                            return Ok(Grant {
+                                lease_from: sent,
+                                claim,
+                            });
+                        }
+                        Ok(Ok(Attempt::Busy(pttl))) => {
+                            last_error = None;
+                            self.holder_until = pttl.map(|pttl| sent + pttl);
+                            queued.ticket().busy(pttl);
+                        }
+                        Ok(Ok(Attempt::Lost)) => queued.ticket().busy(None),
+                        Ok(Err(error)) => {
+                            // Ride out a short outage while the deadline allows.
+                            last_error = Some(error);
+                            queued.ticket().busy(Some(error_retry));
+                            error_retry = (error_retry * 2).min(Duration::from_secs(1));
+                        }
+                    }
+                }
+                Turn::Handed(lease_from) => {
+                    let claim = inner.queues().claim(&want.key);
+                    queued.acquired();
+                    return Ok(Grant { lease_from, claim });
+                }
+                Turn::Wait(until) => {
+                    let wake_at = until.map_or(self.deadline, |until| until.min(self.deadline));
+                    tokio::select! {
+                        _ = queued.ticket().signalled() => {}
+                        _ = tokio::time::sleep_until(wake_at) => {}
+                    }
+                }
+            }
+            if Instant::now() >= self.deadline {
+                break;
+            }
+        }
+        drop(queued);
+        // A wait that ends while the backend fails or is known down says so: whether the
+        // lock is busy is not known then.
+        Err(match last_error {
+            Some(error) => LockError::Unavailable(error),
+            None if !inner.store().is_available() => LockError::Unavailable(backend_down()),
+            None => self.timed_out(),
+        })
+    }
+
+    fn timed_out(&self) -> LockError {
+        LockError::TimedOut {
+            key: self.want.key.clone(),
+            waited: self.started.elapsed(),
+            holder_lease: self
+                .holder_until
+                .map(|until| until.saturating_duration_since(Instant::now())),
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! A held lock's guard: release, reentry, the loss signal.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::acquire::{InlineWatchdog, PendingWatchdog};
+use super::count_lock::Counted;
+use super::drop_safe::DropSafe;
+use super::hold::Hold;
+use super::loss::LossSignal;
+use super::outage::answer_within;
+use super::renewal::keep_alive;
+use crate::backend::{Attempt, BoxFuture};
+use crate::error::{BackendError, LockError, Released};
+use crate::key::{LockKey, OwnerId};
+
+/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
+/// background on the runtime it was acquired on.
+///
+/// While the guard lives without an explicit lease, a watchdog renews the lease every
+/// lease/3. If the lock is lost anyway, [`lost`](Self::lost) completes.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    hold: Option<Arc<Hold>>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
+        LockGuard { hold: Some(hold) }
+    }
+
+    /// The hold, shared (for the HTTP layer's view of it).
+    pub(crate) fn shared_hold(&self) -> Arc<Hold> {
+        self.hold().clone()
+    }
+
+    fn hold(&self) -> &Arc<Hold> {
+        self.hold.as_ref().expect("a live guard has its hold")
+    }
+
+    /// The lock's key (with the manager's prefix).
+    pub fn key(&self) -> &LockKey {
+        self.hold().key()
+    }
+
+    /// The owner id written in the lock: this acquisition's own (reentries share it).
+    pub fn owner(&self) -> &OwnerId {
+        self.hold().owner()
+    }
+
+    /// The lease; renewed by a watchdog unless it is a
+    /// [fixed lease](crate::LockRequest::fixed_lease).
+    pub fn lease(&self) -> Duration {
+        self.hold().lease()
+    }
+
+    /// Whether a watchdog renews the lease.
+    pub fn is_renewed(&self) -> bool {
+        self.hold().is_renewed()
+    }
+
+    /// A handle on the loss signal that outlives the guard (to hand to other tasks).
+    pub fn loss(&self) -> LossSignal {
+        self.hold().loss().signal()
+    }
+
+    /// Whether the lock is known or presumed lost, without waiting.
+    pub fn is_lost(&self) -> bool {
+        self.hold().loss().is_lost()
+    }
+
+    /// Completes when the lock is lost: a renewal found it gone, or no renewal succeeded
+    /// (or a fixed lease ran) until a [`LossMargin`](crate::LossMargin) before the lease
+    /// could end.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub async fn lost(&self) {
+        self.hold().loss().signal().lost().await
+    }
+
+    /// Acquires the same lock again for the same owner (count + 1). The returned guard
+    /// releases its own hold; the lock is free once every guard has been released.
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] if the owner no longer holds the lock;
+    /// [`LockError::Unavailable`] if the backend failed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a reentry already sent is finished in the background and undone.
+    pub async fn reenter(&self) -> Result<LockGuard, LockError> {
+        reenter(self.hold().clone()).await
+    }
+
+    /// Releases this hold and reports what it found. The lock is free (and waiters are
+    /// told) when this was the owner's last hold.
+    ///
+    /// # Errors
+    /// [`BackendError`] when the backend could not be reached or failed (after re-sending
+    /// the release for about 1.5 s): the lock then ends with its lease.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped, the release still completes in the
+    /// background.
+    pub async fn release(self) -> Result<Released, BackendError> {
+        let mut guard = match self.release_now() {
+            Ok(result) => return result,
+            Err(guard) => guard,
+        };
+        // Wait for the count lock while the guard still owns its hold: if this future is
+        // dropped meanwhile, the guard's drop releases the lock.
+        let count = Counted::lock(guard.hold().clone()).await;
+        // The count lock now stands for the hold; the guard gives it up without a drop.
+        guard.hold = None;
+        Hold::release(count).await
+    }
+
+    /// Releases, but returns early (`None`) once the backend says it cannot be reached: the
+    /// release, with its re-sends, then goes on in the background. For the HTTP layer,
+    /// whose response must not wait for Redis to come back.
+    pub(crate) async fn release_promptly(self) -> Option<Result<Released, BackendError>> {
+        let manager = self.hold().manager().clone();
+        answer_within(self.release(), None, &manager).await.ok()
+    }
+
+    /// Releases without a future when that needs no waiting: the count lock is free, no
+    /// renewal is under way and the backend answers at once. `Err(self)`: not so; use
+    /// [`release`](Self::release).
+    pub(crate) fn release_now(mut self) -> Result<Result<Released, BackendError>, Self> {
+        let hold = self.hold.take().expect("a live guard has its hold");
+        match hold.release_now() {
+            Some(result) => Ok(result),
+            None => {
+                self.hold = Some(hold);
+                Err(self)
+            }
+        }
+    }
+
+    /// Starts the watchdog that `LockRequest::acquire_parts` handed back unstarted, for
+    /// the caller to poll.
+    pub(crate) fn keep_alive(&self, keeper: PendingWatchdog) -> InlineWatchdog {
+        Box::pin(keep_alive(self.hold().clone(), keeper))
+    }
+}
+
+/// Acquires `hold` once more for its owner. Shared with the HTTP layer's lock handle.
+pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
+    let lost = || LockError::Lost {
+        key: hold.key().clone(),
+    };
+    let count = Counted::lock(hold.clone()).await;
+    if *count == 0 || (hold.loss().is_lost() && hold.is_renewed()) {
+        return Err(lost());
+    }
+    let expected = *count;
+    // The count lock travels with the attempt: if this future is dropped, the background
+    // undo still holds it, so no other change is sent with a stale count meanwhile.
+    let count = Arc::new(Mutex::new(Some(count)));
+    let undo_count = count.clone();
+    let args = hold.acquire_args(expected);
+    let sent = Instant::now();
+    let attempt = DropSafe::new(hold.manager().store().acquire(args), move |result| {
+        let count = undo_count
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        match result {
+            Ok(Attempt::Acquired) => {
+                let mut count = count;
+                *count += 1;
+                Some(Box::pin(async move {
+                    let _ = Hold::release(count).await;
+                }) as BoxFuture<()>)
+            }
+            _ => None,
+        }
+    });
+    // Not waiting on a lost connection: dropped, the attempt finishes in the background,
+    // where its undo keeps the count lock until it is over.
+    let result = match answer_within(attempt, None, hold.manager()).await {
+        Ok(result) => result,
+        Err(_) => {
+            return Err(LockError::Unavailable(BackendError::new(
+                "the lock backend is unreachable (reconnecting)",
+            )))
+        }
+    };
+    let mut count = count
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .expect("the count lock is only taken by the undo of a dropped attempt");
+    match result? {
+        Attempt::Acquired => {
+            *count += 1;
+            hold.loss().extend(sent + hold.lease());
+            drop(count);
+            Ok(LockGuard::new(hold))
+        }
+        Attempt::Busy(_) | Attempt::Lost => {
+            hold.loss().fire();
+            Err(lost())
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else {
+            return;
+        };
+        let Some(runtime) = hold.manager().runtime() else {
+            // Not reached: a lock is only granted once the manager knows a runtime.
+            tracing::warn!(key = %hold.key(), "tower-lock: a guard was dropped outside a Tokio runtime; the lock ends with its lease");
+            return;
+        };
+        // Take our place in the count lock now, so that a release that starts after this
+        // drop (another guard of the same hold) is ordered after ours.
+        match Counted::try_lock(hold) {
+            Ok(count) => {
+                runtime.spawn(Hold::release(count));
+            }
+            Err(hold) => {
+                runtime.spawn(async move {
+                    let count = Counted::lock(hold).await;
+                    let _ = Hold::release(count).await;
+                });
+            }
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.hold {
+            Some(hold) => f
+                .debug_struct("LockGuard")
+                .field("key", hold.key())
+                .field("kind", &hold.kind())
+                .field("owner", hold.owner())
+                .field("lease", &hold.lease())
+                .field("renewed", &hold.is_renewed())
+                .finish(),
+            None => f.write_str("LockGuard(released)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::LockManager;
+
+    /// A release answered at once (in process) does not release while a renewal is under
+    /// way: it falls back to the release that waits for the renewal, then frees the lock.
+    #[tokio::test]
+    async fn a_release_at_once_waits_for_a_renewal_under_way() {
+        let locks = LockManager::memory();
+        let guard = locks.lock("renewing").acquire().await.unwrap();
+        let hold = guard.hold().clone();
+        let renewing = hold.gate().begin().expect("the gate is open");
+        let guard = guard
+            .release_now()
+            .expect_err("not released while a renewal is under way");
+        let release = tokio::spawn(guard.release());
+        tokio::task::yield_now().await;
+        assert!(!release.is_finished(), "the release waits for the renewal");
+        drop(renewing);
+        release.await.unwrap().unwrap();
+        let again = locks.lock("renewing").try_acquire().await.expect("free");
+        again.release().await.unwrap();
+        assert_eq!(locks.stats(), Default::default());
+    }
+}

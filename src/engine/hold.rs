@@ -1,0 +1,146 @@
+//! One owner's hold on a lock, shared by the guards of its reentrant acquisitions: what
+//! it is (key, kind, owner, lease) and its state (count, loss, renewal gate, claim), each
+//! behind methods.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::count_lock::Count;
+use super::loss::Loss;
+use super::manager::ManagerInner;
+use super::renewal::RenewGate;
+use crate::backend::{AcquireArgs, ReleaseArgs, RenewArgs, Successor};
+use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
+use crate::wait::Claim;
+
+/// One owner's hold on a lock.
+pub(crate) struct Hold {
+    manager: Arc<ManagerInner>,
+    key: LockKey,
+    kind: LockKind,
+    owner: OwnerId,
+    lease: Duration,
+    /// Whether a watchdog renews the lease (no fixed lease).
+    renewed: bool,
+    /// The owner's count in the backend; locked around every change so that each change
+    /// is sent with the count it expects.
+    count: Count,
+    /// When the lease may end, and whether the lock was found lost.
+    loss: Loss,
+    /// Closed before the last release: no renewal after it. Also keeps the hold's place in
+    /// the manager's renewal schedule.
+    gate: RenewGate,
+    /// This process's claim on the name, ended by the last release (`None` from the
+    /// start for a hold that the in-process backend granted without one).
+    claim: Mutex<Option<Claim>>,
+}
+
+/// What a new hold is made of.
+pub(super) struct NewHold {
+    pub(super) manager: Arc<ManagerInner>,
+    pub(super) key: LockKey,
+    pub(super) kind: LockKind,
+    pub(super) owner: OwnerId,
+    pub(super) lease: Duration,
+    pub(super) renewed: bool,
+    /// When the acquisition that took it was sent: the lease runs from there.
+    pub(super) acquired_at: Instant,
+    pub(super) claim: Option<Claim>,
+}
+
+impl Hold {
+    /// A hold with one count, its lease running from `acquired_at`.
+    pub(super) fn new(new: NewHold) -> Arc<Hold> {
+        let margin = new.manager.settings().loss_margin.for_lease(new.lease);
+        Arc::new(Hold {
+            loss: Loss::new(new.acquired_at + new.lease, margin),
+            manager: new.manager,
+            key: new.key,
+            kind: new.kind,
+            owner: new.owner,
+            lease: new.lease,
+            renewed: new.renewed,
+            count: Count::new(1),
+            gate: RenewGate::default(),
+            claim: Mutex::new(new.claim),
+        })
+    }
+
+    pub(crate) fn manager(&self) -> &Arc<ManagerInner> {
+        &self.manager
+    }
+
+    pub(crate) fn key(&self) -> &LockKey {
+        &self.key
+    }
+
+    pub(crate) fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    pub(crate) fn owner(&self) -> &OwnerId {
+        &self.owner
+    }
+
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Whether a watchdog renews the lease.
+    pub(crate) fn is_renewed(&self) -> bool {
+        self.renewed
+    }
+
+    pub(crate) fn loss(&self) -> &Loss {
+        &self.loss
+    }
+
+    pub(super) fn gate(&self) -> &RenewGate {
+        &self.gate
+    }
+
+    pub(super) fn count(&self) -> &Count {
+        &self.count
+    }
+
+    /// The claim, taken by the last release.
+    pub(super) fn take_claim(&self) -> Option<Claim> {
+        self.claim.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// One more hold for this owner, which has `expected` already.
+    pub(super) fn acquire_args(&self, expected: u32) -> AcquireArgs {
+        AcquireArgs {
+            key: self.key.clone(),
+            kind: self.kind,
+            owner: self.owner.clone(),
+            lease: self.lease,
+            expected,
+        }
+    }
+
+    /// One hold fewer for this owner, which has `expected`; the last may go to `successor`.
+    pub(super) fn release_args(&self, expected: u32, successor: Option<Successor>) -> ReleaseArgs {
+        ReleaseArgs {
+            key: self.key.clone(),
+            kind: self.kind,
+            owner: self.owner.clone(),
+            lease: self.lease,
+            expected,
+            successor,
+        }
+    }
+
+    /// The lease set again.
+    pub(super) fn renew_args(&self) -> RenewArgs {
+        RenewArgs {
+            key: self.key.clone(),
+            kind: self.kind,
+            owner: self.owner.clone(),
+            lease: self.lease,
+        }
+    }
+}

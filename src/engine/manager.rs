@@ -1,0 +1,270 @@
+//! The lock manager: the backend, the wait queues, owner ids and settings it shares with
+//! every lock it hands out.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+
+use super::builder::{LockManagerBuilder, Settings};
+use super::renewal::Renewals;
+use super::request::LockRequest;
+use super::store::Store;
+use crate::backend::{Backend, Notices};
+#[cfg(feature = "redis")]
+use crate::error::BackendError;
+use crate::error::LockError;
+use crate::key::{Ids, LockKey, OwnerId};
+use crate::wait::WaitQueues;
+
+/// Takes and releases locks. Cheap to clone: clones share the backend, the subscriber
+/// connection and the wait queues.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use tower_lock::{LockError, LockManager};
+///
+/// let locks = LockManager::memory();
+/// let guard = locks.lock("order:42").acquire().await.unwrap();
+///
+/// // Another owner waits at most 20 ms, then gets a typed error.
+/// let busy = locks.lock("order:42").wait(Duration::from_millis(20)).acquire().await;
+/// assert!(matches!(busy, Err(LockError::TimedOut { .. })));
+///
+/// // The same owner may enter again; the lock is free after both holds are released.
+/// let again = guard.reenter().await.unwrap();
+/// again.release().await.unwrap();
+/// guard.release().await.unwrap();
+/// assert!(locks.lock("order:42").try_acquire().await.is_ok());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct LockManager {
+    inner: Arc<ManagerInner>,
+}
+
+/// What a manager shares with its requests and holds.
+pub(crate) struct ManagerInner {
+    store: Store,
+    queues: WaitQueues,
+    ids: Ids,
+    settings: Settings,
+    renewals: Arc<Renewals>,
+    /// Whether last releases hand the lock to a local waiter: the backend hands over and
+    /// the limit is not 0.
+    hands_over: bool,
+    /// The runtime the manager was built or first used in: background work (a dropped
+    /// guard's release, the renewal task) goes there when it starts outside a runtime.
+    /// Holds do not keep a handle each: cloning one changes a count shared by every
+    /// thread of the runtime.
+    runtime: OnceLock<Handle>,
+}
+
+impl ManagerInner {
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn queues(&self) -> &WaitQueues {
+        &self.queues
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub(crate) fn renewals(&self) -> &Arc<Renewals> {
+        &self.renewals
+    }
+
+    pub(crate) fn next_owner(&self) -> OwnerId {
+        self.ids.next_owner()
+    }
+
+    /// Whether last releases may hand the lock to the next local waiter.
+    pub(crate) fn hands_over(&self) -> bool {
+        self.hands_over
+    }
+
+    /// Where background work runs: the current runtime, else the one remembered.
+    pub(crate) fn runtime(&self) -> Option<Handle> {
+        Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime.get().cloned())
+    }
+
+    /// Whether a runtime is known (remembering the current one on first use): locks that
+    /// may need background work are only granted when one is.
+    pub(crate) fn has_runtime(&self) -> bool {
+        if self.runtime.get().is_some() {
+            return true;
+        }
+        match Handle::try_current() {
+            Ok(handle) => {
+                let _ = self.runtime.set(handle);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl Drop for ManagerInner {
+    fn drop(&mut self) {
+        self.renewals.shut_down();
+    }
+}
+
+impl LockManager {
+    /// A manager on the in-memory backend with default settings (one process only).
+    pub fn memory() -> Self {
+        Self::builder().memory()
+    }
+
+    /// A manager on Redis at `url` with default settings.
+    ///
+    /// # Errors
+    /// When the URL is invalid or Redis cannot be reached.
+    #[cfg(feature = "redis")]
+    pub async fn redis(url: &str) -> Result<Self, BackendError> {
+        Self::builder().redis(url).await
+    }
+
+    /// Settings for a new manager.
+    pub fn builder() -> LockManagerBuilder {
+        LockManagerBuilder::default()
+    }
+
+    /// A manager with `settings` on `backend`.
+    pub(super) fn with(settings: Settings, backend: impl Backend) -> Self {
+        let store = Store::new(backend);
+        let capabilities = store.capabilities();
+        let queues = WaitQueues::new(!capabilities.subscribes);
+        store.listen(Notices::new(queues.clone()));
+        let hands_over = capabilities.hands_over && settings.hand_over_limit > 0;
+        LockManager {
+            inner: Arc::new(ManagerInner {
+                store,
+                queues,
+                ids: Ids::new(),
+                settings,
+                renewals: Arc::default(),
+                hands_over,
+                runtime: Handle::try_current()
+                    .map(OnceLock::from)
+                    .unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// The manager that `inner` belongs to.
+    pub(crate) fn from_inner(inner: Arc<ManagerInner>) -> Self {
+        LockManager { inner }
+    }
+
+    /// A request for the lock `name` (the manager's key prefix is put in front). Nothing is
+    /// sent until [`LockRequest::acquire`].
+    pub fn lock(&self, name: impl AsRef<str>) -> LockRequest {
+        let key = self.key(name.as_ref());
+        LockRequest::new(self.inner.clone(), key)
+    }
+
+    /// A request for a key already validated by [`key`](Self::key), with this handle
+    /// moved into the request.
+    pub(crate) fn into_lock(self, key: LockKey) -> LockRequest {
+        LockRequest::new(self.inner, Ok(key))
+    }
+
+    /// The key `name` maps to (the manager's prefix and the name).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`] for an empty name, one over the
+    /// [length limit](LockManagerBuilder::max_name_len), or one the backend cannot lock
+    /// safely (on Redis Cluster, braces that form no hash tag).
+    pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
+        self.joined_key(&[name])
+    }
+
+    /// The key of the name made of `name`'s parts in order.
+    pub(crate) fn joined_key(&self, name: &[&str]) -> Result<LockKey, LockError> {
+        let settings = &self.inner.settings;
+        let invalid = |reason| LockError::InvalidName { reason };
+        let key =
+            LockKey::joined(&settings.key_prefix, name, settings.max_name_len).map_err(invalid)?;
+        self.inner.store.check_key(&key).map_err(invalid)?;
+        Ok(key)
+    }
+
+    /// This manager's random id, the first part of every owner id it hands out.
+    pub fn id(&self) -> &str {
+        self.inner.ids.manager_id()
+    }
+
+    /// The lease used when a request sets none.
+    pub fn default_lease(&self) -> Duration {
+        self.inner.settings.lease
+    }
+
+    /// How many names have waiters in this process right now (each has one subscription
+    /// on Redis).
+    pub fn waiting_names(&self) -> usize {
+        self.inner.queues.len()
+    }
+
+    /// How many acquisitions of `name` are queued in this process right now.
+    pub fn waiting(&self, name: &str) -> usize {
+        self.key(name)
+            .map_or(0, |key| self.inner.queues.queued(&key))
+    }
+
+    /// What this manager tracks right now (for metrics and leak checks): every figure
+    /// returns to zero once no lock is held or awaited.
+    pub fn stats(&self) -> ManagerStats {
+        let (waiting_names, waiters, claimed_names, subscription_changes) =
+            self.inner.queues.counts();
+        ManagerStats {
+            waiting_names,
+            waiters,
+            claimed_names,
+            subscription_changes,
+            renewals: self.inner.renewals.len(),
+        }
+    }
+
+    /// The backend's name: `"redis"`, `"memory"`, or another backend's.
+    pub fn backend_name(&self) -> &'static str {
+        self.inner.store.name()
+    }
+}
+
+impl fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("id", &self.id())
+            .field("backend", &self.backend_name())
+            .field("settings", &self.inner.settings)
+            .finish()
+    }
+}
+
+/// A snapshot of a manager's local state; see [`LockManager::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ManagerStats {
+    /// Names with waiters in this process (each has one Redis subscription).
+    pub waiting_names: usize,
+    /// Acquisitions waiting in this process.
+    pub waiters: usize,
+    /// Names held (or being acquired) by this process and claimed in its wait queues, so
+    /// that newcomers queue behind them. The memory backend's holds taken at once with no
+    /// waiter near are not claimed (its own table keeps them; see
+    /// [`MemoryBackend`](crate::backend::MemoryBackend)).
+    pub claimed_names: usize,
+    /// Names whose Redis subscription is about to change (subscribed or unsubscribed by
+    /// the manager's subscriber task); always 0 on a backend without subscriptions.
+    pub subscription_changes: usize,
+    /// Held locks whose lease the manager renews.
+    pub renewals: usize,
+}

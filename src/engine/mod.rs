@@ -1,0 +1,29 @@
+//! The lock engine: the manager and its settings, acquisitions, holds and their guards,
+//! lease renewal and the loss signal. It is the same for every lock kind and backend: a
+//! kind changes what the backend stores and how waiters share a name (see
+//! `docs/architecture.md`).
+
+mod acquire;
+mod builder;
+mod count_lock;
+mod drop_safe;
+mod guard;
+pub(crate) mod hold;
+mod loss;
+mod manager;
+mod outage;
+mod release;
+mod renewal;
+mod request;
+mod store;
+mod unowned;
+
+pub(crate) use acquire::{Acquired, InlineWatchdog, PendingWatchdog};
+pub use builder::{
+    LockManagerBuilder, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
+};
+pub(crate) use guard::reenter;
+pub use guard::LockGuard;
+pub use loss::{LossMargin, LossSignal};
+pub use manager::{LockManager, ManagerStats};
+pub use request::LockRequest;

@@ -1,0 +1,238 @@
+//! A lock request: which lock, how long to wait, which lease; then the acquisition.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::acquire::{Acquired, Acquisition, Want};
+use super::builder::MAX_LEASE;
+use super::guard::LockGuard;
+use super::manager::ManagerInner;
+use crate::backend::Attempt;
+use crate::error::{BackendError, LockError};
+use crate::key::LockKey;
+use crate::kind::LockKind;
+
+/// A lock request: set how long to wait and the lease, then [`acquire`](Self::acquire).
+#[must_use = "nothing happens until `acquire` is awaited"]
+pub struct LockRequest {
+    manager: Arc<ManagerInner>,
+    key: Result<LockKey, LockError>,
+    kind: LockKind,
+    wait: Duration,
+    fixed_lease: Option<Duration>,
+}
+
+impl std::fmt::Debug for LockRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockRequest")
+            .field("key", &self.key)
+            .field("kind", &self.kind)
+            .field("wait", &self.wait)
+            .field("fixed_lease", &self.fixed_lease)
+            .finish()
+    }
+}
+
+impl LockRequest {
+    pub(super) fn new(manager: Arc<ManagerInner>, key: Result<LockKey, LockError>) -> Self {
+        let wait = manager.settings().wait;
+        LockRequest {
+            manager,
+            key,
+            kind: LockKind::Exclusive,
+            wait,
+            fixed_lease: None,
+        }
+    }
+
+    /// How long [`acquire`](Self::acquire) waits for the lock before it fails with
+    /// [`LockError::TimedOut`]. `Duration::ZERO` tries once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// A fixed lease: the lock ends after `lease` unless released, and no watchdog renews
+    /// it (without this, the manager's [lease](crate::LockManagerBuilder::lease) is renewed
+    /// every third of it while the guard lives). Values under 1 ms are raised to 1 ms,
+    /// values over [`MAX_LEASE`] (about 100 years) lowered to it.
+    pub fn fixed_lease(mut self, lease: Duration) -> Self {
+        self.fixed_lease = Some(lease.clamp(Duration::from_millis(1), MAX_LEASE));
+        self
+    }
+
+    /// The key to lock, unless the name was invalid.
+    pub(crate) fn key(&self) -> Option<&LockKey> {
+        self.key.as_ref().ok()
+    }
+
+    /// Tries once, without waiting: [`acquire`](Self::acquire) with a zero wait.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire); [`LockError::TimedOut`] when the lock is busy.
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(self) -> Result<LockGuard, LockError> {
+        self.wait(Duration::ZERO).acquire().await
+    }
+
+    /// Acquires the lock, waiting up to the wait time.
+    ///
+    /// # Errors
+    /// - [`LockError::TimedOut`]: another owner held the lock for the whole wait.
+    /// - [`LockError::Unavailable`]: the backend could not be reached or failed (at once
+    ///   while it knows its connection is down), also when the wait ended during an outage.
+    /// - [`LockError::InvalidName`]: the name given to [`LockManager::lock`] was invalid.
+    ///
+    /// [`LockManager::lock`]: crate::LockManager::lock
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future at any point leaves no lock behind. An attempt
+    /// already sent is finished in the background and released if it succeeded, and a
+    /// lock handed to this request as it is dropped is released for it.
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let acquired = match self.acquire_now(true) {
+            Ok(acquired) => acquired,
+            Err(request) => request.acquire_parts(true).await,
+        };
+        let (guard, watchdog) = acquired?;
+        debug_assert!(watchdog.is_none());
+        Ok(guard)
+    }
+
+    /// What this request asks for, by a new owner.
+    fn want(&self, key: LockKey) -> Want {
+        let (lease, renewed) = match self.fixed_lease {
+            Some(lease) => (lease, false),
+            None => (self.manager.settings().lease, true),
+        };
+        Want {
+            key,
+            kind: self.kind,
+            owner: self.manager.next_owner(),
+            lease,
+            renewed,
+        }
+    }
+
+    /// Acquires without a future when that needs no waiting: the backend answers at once
+    /// (in-process) and nobody in this process holds or waits for the name. `Err(self)`:
+    /// not so (or the lock is busy); go through [`acquire_parts`](Self::acquire_parts).
+    pub(crate) fn acquire_now(
+        self,
+        spawn_watchdog: bool,
+    ) -> Result<Result<Acquired, LockError>, Self> {
+        let key = match self.key {
+            Ok(ref key) => key,
+            Err(error) => return Ok(Err(error)),
+        };
+        let inner = &self.manager;
+        if !inner.store().answers_at_once() || !inner.has_runtime() {
+            return Err(self);
+        }
+        // With no waiter queued near the name, the backend's own table keeps newcomers in
+        // order and the hold needs no claim (see `WaitQueues::may_be_queued`); otherwise
+        // claim the name, if it is free here.
+        let claim = if inner.queues().may_be_queued(key) {
+            let Some(claim) = inner.queues().claim_if_free(key) else {
+                return Err(self);
+            };
+            Some(claim)
+        } else {
+            None
+        };
+        let want = self.want(key.clone());
+        let sent = Instant::now();
+        match inner.store().acquire_now(&want.args()) {
+            Some(Ok(Attempt::Acquired)) => {}
+            // Busy, an error or no answer: the waiting path tries again (and queues).
+            _ => return Err(self),
+        }
+        // The request's handle on the manager moves into the hold (no count change on
+        // the manager shared by every request).
+        Ok(Ok(want.hold(self.manager, sent, claim, spawn_watchdog)))
+    }
+
+    /// Acquires; with `spawn_watchdog == false` the watchdog (if any) is returned for the
+    /// caller to start, and the caller must drop it before releasing.
+    pub(crate) async fn acquire_parts(self, spawn_watchdog: bool) -> Result<Acquired, LockError> {
+        let key = match self.key {
+            Ok(ref key) => key.clone(),
+            Err(error) => return Err(error),
+        };
+        let inner = &self.manager;
+        // Waiting needs the current runtime's timers (one remembered from before will not
+        // do); a backend acquisition always comes here, and a round trip dwarfs the check.
+        if tokio::runtime::Handle::try_current().is_err() || !inner.has_runtime() {
+            return Err(BackendError::new("tower-lock needs a Tokio runtime").into());
+        }
+        // The backend knows it cannot be reached: say so now rather than queue behind a
+        // reconnect (a waiter already queued rides the outage out while its wait lasts).
+        if !inner.store().is_available() {
+            return Err(LockError::Unavailable(super::acquire::backend_down()));
+        }
+        let want = self.want(key);
+        let acquisition = Acquisition::new(inner, &want, self.wait);
+        let grant = acquisition.run().await?;
+        Ok(want.hold(
+            self.manager,
+            grant.lease_from,
+            Some(grant.claim),
+            spawn_watchdog,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::time::Duration;
+
+    use crate::{LockError, LockManager};
+
+    /// Runs `future` on this thread, outside any Tokio runtime.
+    fn block_on<F: Future>(future: F) -> F::Output {
+        struct Unpark(std::thread::Thread);
+        impl Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+                return output;
+            }
+            std::thread::park();
+        }
+    }
+
+    /// Waiting needs the current runtime's timers: outside one it is an error, not a panic,
+    /// even when the manager remembers the runtime it was used in before.
+    #[test]
+    fn waiting_outside_a_runtime_is_an_error() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let locks = LockManager::memory();
+        let held = runtime.block_on(locks.lock("busy").acquire()).unwrap();
+        let waiting = std::thread::scope(|scope| {
+            scope
+                .spawn(|| block_on(locks.lock("busy").wait(Duration::from_millis(10)).acquire()))
+                .join()
+        });
+        let error = waiting.expect("no panic").unwrap_err();
+        assert!(
+            matches!(&error, LockError::Unavailable(e) if e.to_string().contains("Tokio runtime")),
+            "{error}"
+        );
+        runtime.block_on(held.release()).unwrap();
+    }
+}

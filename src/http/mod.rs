@@ -1,0 +1,13 @@
+//! The HTTP face: the layer, the extractors, their rejections, and where keys come from.
+
+pub mod extract;
+mod held;
+mod key_source;
+pub mod layer;
+mod rejection;
+
+pub use extract::{Held, Lockable, Locked};
+pub use held::HeldLock;
+pub use key_source::KeySource;
+pub use layer::LockLayer;
+pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};

@@ -1,0 +1,21 @@
+//! Lock kinds: how the holders of one name may share it.
+
+/// What kind of lock a request takes. Every kind has the same request, guard, watchdog,
+/// loss signal and HTTP options; what differs is how holders share a name, how the backend
+/// stores it (for Redis, which Redisson object it interoperates with) and what a release
+/// tells the waiters. See `docs/architecture.md` for how a kind plugs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// One holder at a time, reentrant for its owner: Redisson's `RLock`.
+    Exclusive,
+}
+
+impl LockKind {
+    /// A short name for logs and metrics labels ("exclusive").
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Exclusive => "exclusive",
+        }
+    }
+}
