@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::key::{KeyMap, KeySet, LockKey, OwnerId};
 
 mod claim;
+mod listening;
 mod offer;
 mod ticket;
 
@@ -147,13 +148,11 @@ impl WaitQueues {
     /// Whether `key` may have local waiters: `false` means none was queued when asked,
     /// without taking a mutex.
     ///
-    /// An in-process backend (one that [answers at once]) lets a hold skip the claim when
-    /// this is `false`: a waiter that queues later makes the queue, counts it here and
-    /// then tries the backend itself. Either its try comes after the holder's release, or
-    /// the release (which passes the backend's lock on the same name after that try) sees
-    /// the count and wakes it ([`released_unclaimed`](Self::released_unclaimed)).
-    ///
-    /// [answers at once]: crate::backend::Backend::answers_at_once
+    /// The in-process backend lets a hold skip the claim when this is `false`: a waiter
+    /// that queues later makes the queue, counts it here and then tries the backend
+    /// itself. Either its try comes after the holder's release, or the release (which
+    /// passes the backend's lock on the same name after that try) sees the count and wakes
+    /// it ([`released_unclaimed`](Self::released_unclaimed)).
     pub(crate) fn may_be_queued(&self, key: &LockKey) -> bool {
         self.queued_near(key).load(Ordering::Acquire) > 0
     }
@@ -161,86 +160,6 @@ impl WaitQueues {
     /// Every part of the queues, one after the other.
     fn each_shard(&self) -> impl Iterator<Item = MutexGuard<'_, State>> {
         self.inner.shards.iter().map(lock_shard)
-    }
-
-    /// The backend found its connection lost: operations waiting on it look whether it can
-    /// still be reached, and give up if not (an operation sent as the connection dropped
-    /// may otherwise wait behind the reconnect).
-    pub(crate) fn connection_lost(&self) {
-        self.inner.outage.notify_waiters();
-    }
-
-    /// Completes at the next [`connection_lost`](Self::connection_lost).
-    pub(crate) fn outage(&self) -> tokio::sync::futures::Notified<'_> {
-        self.inner.outage.notified()
-    }
-
-    /// Completes when names were added or removed since the last [`take_changes`](Self::take_changes).
-    pub(crate) async fn changed(&self) {
-        self.inner.changed.notified().await
-    }
-
-    /// The names whose subscription may need to change, each with whether it is wanted now.
-    pub(crate) fn take_changes(&self) -> Vec<(LockKey, bool)> {
-        let mut changes = Vec::new();
-        for mut state in self.each_shard() {
-            let taken = std::mem::take(&mut state.changes);
-            changes.extend(taken.into_iter().map(|key| {
-                let wanted = state.queues.contains_key(&key);
-                (key, wanted)
-            }));
-        }
-        changes
-    }
-
-    /// The backend now delivers unlock notifications for `keys`: their heads retry.
-    pub(crate) fn subscribed(&self, keys: &[LockKey]) {
-        for key in keys {
-            if let Some(queue) = self.lock(key).queues.get_mut(key) {
-                queue.ready = true;
-                if let Some(head) = queue.waiters.front() {
-                    head.signal(true);
-                }
-            }
-        }
-    }
-
-    /// Another process released `key`: its local head retries.
-    pub(crate) fn unlocked(&self, key: &LockKey) {
-        let state = self.lock(key);
-        if let Some(head) = state
-            .queues
-            .get(key)
-            .and_then(|queue| queue.waiters.front())
-        {
-            head.signal(true);
-        }
-    }
-
-    /// A read lock on `key` was released: every local waiter retries.
-    pub(crate) fn unlocked_all(&self, key: &LockKey) {
-        let mut state = self.lock(key);
-        if let Some(queue) = state.queues.get_mut(key) {
-            for waiter in &queue.waiters {
-                waiter.signal(true);
-            }
-        }
-    }
-
-    /// Whether `key` has local waiters now.
-    pub(crate) fn is_watched(&self, key: &LockKey) -> bool {
-        self.lock(key).queues.contains_key(key)
-    }
-
-    /// Notifications may have been lost (reconnect, lagging receiver): every head retries.
-    pub(crate) fn resync(&self) {
-        for state in self.each_shard() {
-            for queue in state.queues.values() {
-                if let Some(head) = queue.waiters.front() {
-                    head.signal(true);
-                }
-            }
-        }
     }
 
     /// Claims `key` for a holder or an attempt of this process: until the claim ends,

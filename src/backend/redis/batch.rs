@@ -16,18 +16,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use fred::bytes::BytesMut;
-use fred::bytes_utils::Str;
 use fred::prelude::*;
 use tokio::sync::oneshot;
 
+use super::arguments::arguments;
 use super::commands::eval_script;
 use super::layout::Layout;
-use super::names::channel_parts;
 use super::Inner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
-use crate::key::{decimal, LockKey, OwnerId};
+use crate::key::{LockKey, OwnerId};
 
 /// The most operations one script call carries (a bound on how long it runs in Redis).
 const MAX_BATCH: usize = 128;
@@ -62,7 +60,7 @@ pub(super) enum OpKind {
 impl Operation {
     /// What the script does (see `scripts::batch`); small counts are static text
     /// (rendering an integer costs fred a logarithm).
-    fn op_text(&self) -> Value {
+    pub(super) fn op_text(&self) -> Value {
         match (self.kind, self.expected) {
             (OpKind::Renew, _) => Value::from_static_str("r"),
             (OpKind::HandOver, _) => Value::from_static_str("h"),
@@ -371,69 +369,4 @@ async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
         }
         Err(error) => operations.iter().map(|_| Err(error.clone())).collect(),
     }
-}
-
-/// `EVALSHA`'s arguments for `operations` (the SHA, the key count, the keys, the script's
-/// arguments), written into one buffer that they all share: fred keeps a handle on every
-/// argument of a command (to re-send it), and a handle on a buffer of its own costs an
-/// allocation, so this saves several per operation.
-fn arguments(operations: &[Operation], layout: &Layout, sha: &Str) -> Vec<Value> {
-    let mut text = BytesMut::with_capacity(
-        operations
-            .iter()
-            .map(|operation| {
-                2 * operation.key.as_str().len()
-                    + operation.owner.as_bytes().len()
-                    + operation
-                        .successor
-                        .as_ref()
-                        .map_or(0, |s| s.as_bytes().len())
-                    + 64
-            })
-            .sum(),
-    );
-    // Each piece is written, then split off the front of the buffer (all share it).
-    let mut piece = |parts: &[&[u8]]| {
-        for part in parts {
-            text.extend_from_slice(part);
-        }
-        text.split().freeze()
-    };
-    let releases = operations
-        .iter()
-        .filter(|operation| operation.kind == OpKind::Release)
-        .count();
-    let keys = operations.len() + releases;
-    let mut arguments = Vec::with_capacity(2 + keys + operations.len() * 4 + 2);
-    arguments.push(Value::String(sha.clone()));
-    arguments.push(Value::Integer(keys as i64));
-    let ordered = || layout.order().map(|index| &operations[index]);
-    for operation in ordered() {
-        let key = operation.key.as_str().as_bytes();
-        arguments.push(Value::Bytes(piece(&[key])));
-        if operation.kind == OpKind::Release {
-            let [prefix, open, key, close] = channel_parts(&operation.key);
-            arguments.push(Value::Bytes(piece(&[
-                prefix.as_bytes(),
-                open.as_bytes(),
-                key.as_bytes(),
-                close.as_bytes(),
-            ])));
-        }
-    }
-    if layout.has_header() {
-        for count in [layout.shared_exists, layout.deferred_from] {
-            arguments.push(Value::Bytes(piece(&[decimal(count as u64, &mut [0; 20])])));
-        }
-    }
-    for operation in ordered() {
-        let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
-        arguments.push(Value::Bytes(piece(&[decimal(lease, &mut [0; 20])])));
-        arguments.push(Value::Bytes(piece(&[operation.owner.as_bytes()])));
-        arguments.push(operation.op_text());
-        if let Some(successor) = &operation.successor {
-            arguments.push(Value::Bytes(piece(&[successor.as_bytes()])));
-        }
-    }
-    arguments
 }

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use super::Notices;
 use crate::error::BackendError;
 
+mod arguments;
 mod batch;
 mod commands;
 mod connect;
