@@ -124,6 +124,7 @@ impl LockKey {
     }
 
     /// A key from its full text (prefix included), as a backend reads it back.
+    #[cfg(feature = "redis")]
     pub(crate) fn from_stored(text: &str) -> LockKey {
         LockKey::from_text(text.into())
     }

@@ -13,7 +13,7 @@ use super::manager::ManagerInner;
 use super::outage::{answer_within, GaveUp};
 use super::renewal::Keeper;
 use super::unowned::{release_unowned, QueuedWaiter};
-use crate::backend::{AcquireArgs, Attempt, BoxFuture};
+use crate::backend::{AcquireArgs, Attempt};
 use crate::error::{BackendError, LockError};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -21,9 +21,6 @@ use crate::wait::{Claim, Local, Turn};
 
 /// Pause before a waiter retries after a backend error (doubling up to a second).
 const ERROR_RETRY: Duration = Duration::from_millis(50);
-
-/// A watchdog that the caller drives itself (polled inside the HTTP layer's future).
-pub(crate) type InlineWatchdog = BoxFuture<()>;
 
 /// A watchdog not started yet: the HTTP layer starts it only for a handler that does not
 /// finish at once (see [`LockGuard::keep_alive`]).

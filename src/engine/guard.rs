@@ -6,13 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::acquire::{InlineWatchdog, PendingWatchdog};
 use super::count_lock::Counted;
 use super::drop_safe::DropSafe;
 use super::hold::Hold;
 use super::loss::LossSignal;
 use super::outage::answer_within;
-use super::renewal::keep_alive;
 use crate::backend::{Attempt, BoxFuture};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
@@ -32,12 +30,7 @@ impl LockGuard {
         LockGuard { hold: Some(hold) }
     }
 
-    /// The hold, shared (for the HTTP layer's view of it).
-    pub(crate) fn shared_hold(&self) -> Arc<Hold> {
-        self.hold().clone()
-    }
-
-    fn hold(&self) -> &Arc<Hold> {
+    pub(super) fn hold(&self) -> &Arc<Hold> {
         self.hold.as_ref().expect("a live guard has its hold")
     }
 
@@ -118,14 +111,6 @@ impl LockGuard {
         Hold::release(count).await
     }
 
-    /// Releases, but returns early (`None`) once the backend says it cannot be reached: the
-    /// release, with its re-sends, then goes on in the background. For the HTTP layer,
-    /// whose response must not wait for Redis to come back.
-    pub(crate) async fn release_promptly(self) -> Option<Result<Released, BackendError>> {
-        let manager = self.hold().manager().clone();
-        answer_within(self.release(), None, &manager).await.ok()
-    }
-
     /// Releases without a future when that needs no waiting: the count lock is free, no
     /// renewal is under way and the backend answers at once. `Err(self)`: not so; use
     /// [`release`](Self::release).
@@ -138,12 +123,6 @@ impl LockGuard {
                 Err(self)
             }
         }
-    }
-
-    /// Starts the watchdog that `LockRequest::acquire_parts` handed back unstarted, for
-    /// the caller to poll.
-    pub(crate) fn keep_alive(&self, keeper: PendingWatchdog) -> InlineWatchdog {
-        Box::pin(keep_alive(self.hold().clone(), keeper))
     }
 }
 

@@ -42,7 +42,7 @@ use crate::wait::WaitQueues;
 /// ```
 #[derive(Clone)]
 pub struct LockManager {
-    inner: Arc<ManagerInner>,
+    pub(super) inner: Arc<ManagerInner>,
 }
 
 /// What a manager shares with its requests and holds.
@@ -159,22 +159,11 @@ impl LockManager {
         }
     }
 
-    /// The manager that `inner` belongs to.
-    pub(crate) fn from_inner(inner: Arc<ManagerInner>) -> Self {
-        LockManager { inner }
-    }
-
     /// A request for the lock `name` (the manager's key prefix is put in front). Nothing is
     /// sent until [`LockRequest::acquire`].
     pub fn lock(&self, name: impl AsRef<str>) -> LockRequest {
         let key = self.key(name.as_ref());
         LockRequest::new(self.inner.clone(), key)
-    }
-
-    /// A request for a key already validated by [`key`](Self::key), with this handle
-    /// moved into the request.
-    pub(crate) fn into_lock(self, key: LockKey) -> LockRequest {
-        LockRequest::new(self.inner, Ok(key))
     }
 
     /// The key `name` maps to (the manager's prefix and the name).

@@ -9,6 +9,8 @@ mod count_lock;
 mod drop_safe;
 mod guard;
 pub(crate) mod hold;
+#[cfg(feature = "axum")]
+mod http_support;
 mod loss;
 mod manager;
 mod outage;
@@ -18,11 +20,15 @@ mod request;
 mod store;
 mod unowned;
 
-pub(crate) use acquire::{Acquired, InlineWatchdog, PendingWatchdog};
+#[cfg(feature = "axum")]
+pub(crate) use acquire::{Acquired, PendingWatchdog};
 pub use builder::{
     LockManagerBuilder, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };
+#[cfg(feature = "axum")]
 pub(crate) use guard::reenter;
+#[cfg(feature = "axum")]
+pub(crate) use http_support::InlineWatchdog;
 pub use guard::LockGuard;
 pub use loss::{LossMargin, LossSignal};
 pub use manager::{LockManager, ManagerStats};

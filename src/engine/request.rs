@@ -18,7 +18,7 @@ use crate::kind::LockKind;
 #[must_use = "nothing happens until `acquire` is awaited"]
 pub struct LockRequest {
     manager: Arc<ManagerInner>,
-    key: Result<LockKey, LockError>,
+    pub(super) key: Result<LockKey, LockError>,
     kind: LockKind,
     wait: Duration,
     fixed_lease: Option<Duration>,
@@ -61,11 +61,6 @@ impl LockRequest {
     pub fn fixed_lease(mut self, lease: Duration) -> Self {
         self.fixed_lease = Some(lease.clamp(Duration::from_millis(1), MAX_LEASE));
         self
-    }
-
-    /// The key to lock, unless the name was invalid.
-    pub(crate) fn key(&self) -> Option<&LockKey> {
-        self.key.as_ref().ok()
     }
 
     /// Tries once, without waiting: [`acquire`](Self::acquire) with a zero wait.

@@ -8,4 +8,6 @@ mod watchdog;
 
 pub(crate) use gate::RenewGate;
 pub(crate) use schedule::Renewals;
-pub(crate) use watchdog::{keep_alive, Keeper};
+#[cfg(feature = "axum")]
+pub(crate) use watchdog::renew_once;
+pub(crate) use watchdog::Keeper;

@@ -1,6 +1,5 @@
 //! Keeps a lease alive while the lock is held.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -72,15 +71,3 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
     }
 }
 
-/// The watchdog as a future, for a caller that polls it itself (the HTTP layer's response
-/// future): completes when the lock is lost or the hold released.
-pub(crate) async fn keep_alive(hold: Arc<Hold>, mut keeper: Keeper) {
-    let mut next = keeper.first_due(&hold);
-    loop {
-        tokio::time::sleep_until(next).await;
-        match renew_once(&hold, &mut keeper).await {
-            Some(due) => next = due,
-            None => return,
-        }
-    }
-}
