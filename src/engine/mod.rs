@@ -27,9 +27,9 @@ pub use builder::{
 };
 #[cfg(feature = "axum")]
 pub(crate) use guard::reenter;
+pub use guard::LockGuard;
 #[cfg(feature = "axum")]
 pub(crate) use http_support::InlineWatchdog;
-pub use guard::LockGuard;
 pub use loss::{LossMargin, LossSignal};
 pub use manager::{LockManager, ManagerStats};
 pub use request::LockRequest;

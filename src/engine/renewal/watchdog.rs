@@ -70,4 +70,3 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
         Err(_) => lost("no renewal succeeded by shortly before the lease could end"),
     }
 }
-
