@@ -14,6 +14,8 @@ fi
 redis-server --version
 
 cargo fmt --all -- --check
+# Cargo.toml's rust-version is what the locked dependency tree really needs.
+python3 scripts/rust-version.py --check
 cargo clippy --all-targets --quiet -- -D warnings
 # Each feature on its own builds cleanly (the engine and the in-memory backend need neither).
 for features in "" "redis" "axum" "metrics"; do
