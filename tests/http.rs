@@ -45,7 +45,7 @@ async fn oneshot(app: &Router, method: &str, uri: &str) -> (StatusCode, String) 
         .await
         .unwrap();
     let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+    let body = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
         .await
         .unwrap();
     (status, String::from_utf8_lossy(&body).into_owned())
@@ -312,7 +312,7 @@ async fn placements_and_misplacement(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+    let body = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
         .await
         .unwrap();
     assert!(String::from_utf8_lossy(&body).contains("route_layer"));
@@ -403,7 +403,7 @@ async fn layer_with_its_own_manager(kind: Kind) {
                 .await
                 .unwrap();
             let status = response.status();
-            let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            let body = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
                 .await
                 .unwrap();
             (status, String::from_utf8_lossy(&body).into_owned())

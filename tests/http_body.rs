@@ -126,3 +126,52 @@ async fn a_streamed_body_arrives_under_the_lock() {
     let reply = read(upload).await;
     assert_eq!((reply.status, reply.body.as_str()), (200, "got 10 bytes"));
 }
+
+/// A service that is not axum's keeps its own response body type: the layer wraps it
+/// (`LockResponseBody<String>` here) without converting it, and answers its own rejections
+/// in the same type.
+#[tokio::test]
+async fn a_non_axum_response_body_passes_through() {
+    use http_body_util::BodyExt;
+    use tower::{Layer, ServiceExt};
+    use tower_lock::LockResponseBody;
+
+    let locks = LockManager::memory();
+    let held = locks.clone();
+    let inner = tower::service_fn(move |request: http::Request<axum::body::Body>| {
+        let held = held.clone();
+        async move {
+            let order = request.headers()["x-order"].to_str().unwrap().to_owned();
+            let name = format!("x-order:{order}");
+            assert!(
+                held.lock(&name).try_acquire().await.is_err(),
+                "runs under the lock"
+            );
+            Ok::<_, std::convert::Infallible>(http::Response::new(format!("order {order}")))
+        }
+    });
+    let service = LockLayer::by_header("x-order")
+        .manager(locks.clone())
+        .layer(inner);
+
+    let request = http::Request::builder()
+        .header("x-order", "7")
+        .body(String::new())
+        .unwrap();
+    let response: http::Response<LockResponseBody<String>> =
+        service.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "order 7");
+
+    let missing = http::Request::builder().body(String::new()).unwrap();
+    let response = service.oneshot(missing).await.unwrap();
+    assert_eq!(response.status(), 400);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(
+        String::from_utf8_lossy(&body).contains("x-order"),
+        "the rejection names the header: {body:?}"
+    );
+    let again = locks.lock("x-order:7").try_acquire().await;
+    assert!(again.is_ok(), "released with the response: {again:?}");
+}

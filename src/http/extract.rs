@@ -181,7 +181,7 @@ where
     type Rejection = LockRejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let raw = K::source().read(parts).await?;
+        let raw = K::source().read(parts)?;
         lock_value::<K>(parts, &raw).await
     }
 }
@@ -197,7 +197,7 @@ where
         parts: &mut Parts,
         _state: &S,
     ) -> Result<Option<Self>, Self::Rejection> {
-        match K::source().read(parts).await {
+        match K::source().read(parts) {
             Ok(raw) => lock_value::<K>(parts, &raw).await.map(Some),
             Err(LockRejection::MissingKey { .. }) => Ok(None),
             Err(rejection) => Err(rejection),

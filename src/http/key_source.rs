@@ -2,7 +2,10 @@
 //! a function of the request.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{FromRequestParts, MatchedPath, RawPathParams};
@@ -81,12 +84,12 @@ impl KeySource {
 
     /// Reads the raw value and hands it to `use_value`. `Ok(None)`: no route matched the
     /// request (it is on its way to the router's fallback), so there is nothing to lock.
-    pub(crate) async fn read_routed<T>(
+    pub(crate) fn read_routed<T>(
         &self,
         parts: &mut Parts,
         use_value: impl FnOnce(&str) -> T,
     ) -> Result<Option<T>, LockRejection> {
-        match self.read_with(parts, use_value).await {
+        match self.read_with(parts, use_value) {
             Err(LockRejection::MissingKey { .. })
                 if matches!(self.kind, Kind::Path(_))
                     && parts.extensions.get::<MatchedPath>().is_none() =>
@@ -98,13 +101,13 @@ impl KeySource {
     }
 
     /// Reads the raw value.
-    pub(crate) async fn read(&self, parts: &mut Parts) -> Result<String, LockRejection> {
-        self.read_with(parts, str::to_owned).await
+    pub(crate) fn read(&self, parts: &mut Parts) -> Result<String, LockRejection> {
+        self.read_with(parts, str::to_owned)
     }
 
     /// Reads the raw value and hands it to `use_value`, borrowed where the request has it
     /// as it is (no copy per request).
-    async fn read_with<T>(
+    fn read_with<T>(
         &self,
         parts: &mut Parts,
         use_value: impl FnOnce(&str) -> T,
@@ -123,8 +126,8 @@ impl KeySource {
             }
         };
         match &self.kind {
-            Kind::Path(name) => match RawPathParams::from_request_parts(parts, &()).await {
-                Ok(params) => {
+            Kind::Path(name) => match path_params(parts) {
+                Some(Ok(params)) => {
                     let value = params
                         .iter()
                         .find(|(key, _)| *key == &**name)
@@ -132,10 +135,10 @@ impl KeySource {
                         .ok_or_else(missing)?;
                     checked(value)
                 }
-                Err(RawPathParamsRejection::InvalidUtf8InPathParam(_)) => {
+                Some(Err(RawPathParamsRejection::InvalidUtf8InPathParam(_))) => {
                     Err(invalid("it is not valid UTF-8 once percent-decoded"))
                 }
-                Err(_) => Err(LockRejection::Misplaced {
+                Some(Err(_)) | None => Err(LockRejection::Misplaced {
                     param: name.to_string(),
                 }),
             },
@@ -156,6 +159,17 @@ impl KeySource {
             ),
             Kind::Fn(f) => checked(&f(parts).ok_or_else(missing)?),
         }
+    }
+}
+
+/// The request's path parameters. axum's extractor only reads the request's extensions, so
+/// its future is ready when first polled: reading the key never waits. (`None`, should a
+/// later axum ever make it wait, is answered as a misplaced layer, never a panic.)
+fn path_params(parts: &mut Parts) -> Option<Result<RawPathParams, RawPathParamsRejection>> {
+    let extract = pin!(RawPathParams::from_request_parts(parts, &()));
+    match extract.poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(params) => Some(params),
+        Poll::Pending => None,
     }
 }
 

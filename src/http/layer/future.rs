@@ -13,6 +13,7 @@ use http::Request;
 use pin_project::pin_project;
 use tower_service::Service;
 
+use super::response_body::LockResponseBody;
 use super::start::{Acquiring, Later, Start};
 use super::Config;
 use crate::backend::BoxFuture;
@@ -56,7 +57,7 @@ where
     S: Service<Request<Body>>,
 {
     #[pin]
-    state: State<S::Future, S::Error>,
+    state: State<S::Future, S::Response, S::Error>,
     /// The inner service, while the lock is still being taken.
     service: Option<S>,
     /// Kept only where a later step needs it (a lock to wait for, an abort on loss): a
@@ -64,10 +65,25 @@ where
     config: Option<Arc<Config>>,
 }
 
+/// What the future answers with: the inner service's response, or a rejection.
+enum Answer<R> {
+    Inner(R),
+    Rejection(Response),
+}
+
+impl<B> Answer<http::Response<B>> {
+    fn into_response(self) -> http::Response<LockResponseBody<B>> {
+        match self {
+            Answer::Inner(response) => response.map(LockResponseBody::inner),
+            Answer::Rejection(response) => response.map(LockResponseBody::rejection),
+        }
+    }
+}
+
 #[pin_project(project = StateProj)]
-enum State<F, E> {
-    /// Reading the body (or a key source that waits), then taking the lock.
-    Starting {
+enum State<F, R, E> {
+    /// Reading the body, then taking the lock.
+    ReadingBody {
         start: BoxFuture<Start>,
     },
     /// Waiting for the lock.
@@ -88,7 +104,7 @@ enum State<F, E> {
     /// Releasing before the response is handed back.
     Releasing {
         release: BoxFuture<()>,
-        output: Option<Result<Response, E>>,
+        output: Option<Result<Answer<R>, E>>,
     },
     Done,
 }
@@ -100,7 +116,7 @@ where
     /// Calls `service` once the start is over.
     pub(super) fn later(later: Later, service: S, config: Arc<Config>) -> Self {
         let state = match later {
-            Later::Start(start) => State::Starting { start },
+            Later::ReadBody(start) => State::ReadingBody { start },
             Later::Acquire(acquiring) => State::Acquiring {
                 acquiring: Some(acquiring),
             },
@@ -146,18 +162,18 @@ where
 impl<S, ResBody> Future for ResponseFuture<S>
 where
     S: Service<Request<Body>, Response = http::Response<ResBody>>,
-    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody: HttpBody<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
-    type Output = Result<Response, S::Error>;
+    type Output = Result<http::Response<LockResponseBody<ResBody>>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Starting { start } => {
+                StateProj::ReadingBody { start } => {
                     let start = ready!(start.as_mut().poll(cx));
-                    let config = this.config.as_ref().expect("kept while starting");
+                    let config = this.config.as_ref().expect("kept while reading the body");
                     this.state.set(call(start, this.service, config));
                 }
                 StateProj::Acquiring { acquiring } => {
@@ -171,7 +187,7 @@ where
                 StateProj::Rejected { response } => {
                     let response = response.take().expect("a rejection is answered once");
                     this.state.set(State::Done);
-                    return Poll::Ready(Ok(response));
+                    return Poll::Ready(Ok(response.map(LockResponseBody::rejection)));
                 }
                 StateProj::Calling {
                     watchdog,
@@ -181,7 +197,7 @@ where
                     // The handler first: one that finishes at once never starts the
                     // watchdog.
                     let output = match inner.poll(cx) {
-                        Poll::Ready(output) => output.map(|response| response.map(Body::new)),
+                        Poll::Ready(output) => output.map(Answer::Inner),
                         Poll::Pending => {
                             if !watchdog.poll_lost(guard.as_ref(), cx) {
                                 return Poll::Pending;
@@ -198,7 +214,7 @@ where
                             let response = config.respond(LockRejection::Lost { key });
                             this.state.set(State::Releasing {
                                 release: release(guard),
-                                output: Some(Ok(response)),
+                                output: Some(Ok(Answer::Rejection(response))),
                             });
                             continue;
                         }
@@ -208,7 +224,7 @@ where
                         Some(Err(release)) => release,
                         Some(Ok(())) | None => {
                             this.state.set(State::Done);
-                            return Poll::Ready(output);
+                            return Poll::Ready(output.map(Answer::into_response));
                         }
                     };
                     this.state.set(State::Releasing {
@@ -220,7 +236,7 @@ where
                     ready!(release.as_mut().poll(cx));
                     let output = output.take().expect("the output is kept until released");
                     this.state.set(State::Done);
-                    return Poll::Ready(output);
+                    return Poll::Ready(output.map(Answer::into_response));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             }
@@ -233,7 +249,7 @@ fn call<S>(
     start: Start,
     service: &mut Option<S>,
     config: &Arc<Config>,
-) -> State<S::Future, S::Error>
+) -> State<S::Future, S::Response, S::Error>
 where
     S: Service<Request<Body>>,
 {

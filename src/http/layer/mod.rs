@@ -38,6 +38,7 @@
 
 mod body;
 mod future;
+mod response_body;
 mod service;
 mod start;
 
@@ -51,6 +52,7 @@ use tower_layer::Layer;
 
 pub use body::{DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
 pub use future::ResponseFuture;
+pub use response_body::LockResponseBody;
 pub use service::Lock;
 
 use body::BodyPolicy;

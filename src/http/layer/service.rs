@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::response::Response;
 use axum::BoxError;
 use http::Request;
 use tower_service::Service;
 
 use super::future::ResponseFuture;
+use super::response_body::LockResponseBody;
 use super::start::begin;
 use super::Config;
 
@@ -33,17 +33,18 @@ impl<S> Lock<S> {
 
 /// The inner service receives axum's [`Body`]: read in full before the lock is taken
 /// (unless the layer [streams](super::LockLayer::stream_body) it), or the request's own
-/// body as it arrives.
+/// body as it arrives. Its response body comes back as it is, inside a
+/// [`LockResponseBody`] (which otherwise holds a rejection's body).
 impl<S, B, ResBody> Service<Request<B>> for Lock<S>
 where
     S: Service<Request<Body>, Response = http::Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send,
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody: HttpBody<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
-    type Response = Response;
+    type Response = http::Response<LockResponseBody<ResBody>>;
     type Error = S::Error;
     type Future = ResponseFuture<S>;
 

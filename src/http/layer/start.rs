@@ -1,14 +1,13 @@
 //! Before the inner service runs: find the manager, read the key, read the body, take the
 //! lock.
 //!
-//! Done at once inside `Lock::call` whenever nothing has to wait (the key is at hand, the
-//! body is empty or streamed, and the backend answers in-process; or the request is
-//! rejected or runs unlocked); only a start that waits becomes a boxed future.
+//! The key is read at once inside `Lock::call` (every key source reads what the request
+//! already carries). When nothing else has to wait (the body is empty or streamed, and the
+//! backend answers in-process; or the request is rejected or runs unlocked) the inner
+//! service is called right there; a body to read first, or a lock to wait for, becomes a
+//! boxed future.
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::{Arc, LazyLock};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::BoxError;
@@ -26,15 +25,6 @@ use crate::http::held::HeldLock;
 use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
 
-/// Polls a key read that is expected to be ready at once (`Waker::noop` needs Rust 1.85).
-static NOOP_WAKER: LazyLock<Waker> = LazyLock::new(|| Waker::from(Arc::new(Noop)));
-
-struct Noop;
-
-impl Wake for Noop {
-    fn wake(self: Arc<Self>) {}
-}
-
 /// What happened before the inner service is called.
 pub(super) enum Start {
     Locked(Request<Body>, LockGuard, Option<PendingWatchdog>),
@@ -47,8 +37,8 @@ pub(super) enum Start {
 // anyway (its other states hold a request or the inner service's future).
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Later {
-    /// The body is read first (or the key read waited): the whole start as one future.
-    Start(BoxFuture<Start>),
+    /// The body is read first, then the lock taken: one future.
+    ReadBody(BoxFuture<Start>),
     /// The lock has to be waited for. Only the acquisition is boxed; the request waits
     /// beside it (a box over 1 KiB misses the allocator's per-thread cache).
     Acquire(Acquiring),
@@ -81,20 +71,7 @@ where
         Ok(manager) => manager,
         Err(rejection) => return Ok(Start::Rejected(rejection)),
     };
-    // The key sources read what the request already carries: their futures are ready at
-    // once. Should one ever wait, the boxed path reads it properly.
-    let read = {
-        let read = pin!(read_key(config, &manager, &mut parts));
-        read.poll(&mut Context::from_waker(&NOOP_WAKER))
-    };
-    let Poll::Ready(key) = read else {
-        return Err(Later::Start(Box::pin(start(
-            config.clone(),
-            manager,
-            parts,
-            Body::new(body),
-        ))));
-    };
+    let key = read_key(config, &manager, &mut parts);
     // The parts stay here until the request is put together again (each move of them is
     // a copy of some 200 bytes).
     let lock = match lock_request(config, manager, key) {
@@ -104,7 +81,7 @@ where
     };
     if reads_first(config, &body) {
         // A client must not hold a lock by sending its body slowly: read it all first.
-        return Err(Later::Start(Box::pin(read_then_lock(
+        return Err(Later::ReadBody(Box::pin(read_then_lock(
             config.clone(),
             lock,
             parts,
@@ -127,22 +104,6 @@ where
 /// unless it is empty already (no read to wait for).
 fn reads_first<B: HttpBody>(config: &Config, body: &B) -> bool {
     config.body.reads_first() && !body.is_end_stream()
-}
-
-/// The whole start as a future (a key source that waited).
-async fn start(config: Arc<Config>, manager: LockManager, mut parts: Parts, body: Body) -> Start {
-    let key = read_key(&config, &manager, &mut parts).await;
-    let lock = match lock_request(&config, manager, key) {
-        Ok(lock) => lock,
-        Err(Some(rejection)) => return Start::Rejected(rejection),
-        Err(None) => return unlocked(&config, parts, body),
-    };
-    if reads_first(&config, &body) {
-        return read_then_lock(config, lock, parts, body).await;
-    }
-    let key = lock.key().cloned();
-    let acquired = lock.acquire_parts(false).await;
-    finish(&config, parts, body, acquired, key.as_ref())
 }
 
 /// Reads the whole body within the layer's limits, then takes the lock.
@@ -190,13 +151,13 @@ fn unlocked(config: &Config, mut parts: Parts, body: Body) -> Start {
 }
 
 /// The key of the request's lock; `Ok(None)`: no route matched, nothing to lock.
-async fn read_key(
+fn read_key(
     config: &Config,
     manager: &LockManager,
     parts: &mut Parts,
 ) -> Result<Option<LockKey>, LockRejection> {
     let naming = |raw: &str| config.naming.key(manager, &config.source, raw);
-    let key = config.source.read_routed(parts, naming).await?;
+    let key = config.source.read_routed(parts, naming)?;
     key.transpose()
 }
 

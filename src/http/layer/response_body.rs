@@ -1,0 +1,76 @@
+//! The body of a response from [`Lock`](super::Lock): the inner service's own, or the
+//! body of the layer's rejection.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::BoxError;
+use http_body::{Frame, SizeHint};
+use pin_project::pin_project;
+
+/// Response body of [`Lock`](super::Lock): the inner service's body as it is (no
+/// conversion, no extra allocation), or the body of a rejection the layer answered with
+/// (its own, or one made by [`map_rejection`](super::LockLayer::map_rejection)).
+///
+/// Its errors are the inner body's, boxed.
+#[pin_project]
+#[derive(Debug)]
+pub struct LockResponseBody<B> {
+    #[pin]
+    body: Which<B>,
+}
+
+#[pin_project(project = WhichProj)]
+#[derive(Debug)]
+enum Which<B> {
+    Inner(#[pin] B),
+    Rejection(Body),
+}
+
+impl<B> LockResponseBody<B> {
+    pub(super) fn inner(body: B) -> Self {
+        LockResponseBody {
+            body: Which::Inner(body),
+        }
+    }
+
+    pub(super) fn rejection(body: Body) -> Self {
+        LockResponseBody {
+            body: Which::Rejection(body),
+        }
+    }
+}
+
+impl<B> HttpBody for LockResponseBody<B>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.project().body.project() {
+            WhichProj::Inner(body) => body.poll_frame(cx).map_err(Into::into),
+            WhichProj::Rejection(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.body {
+            Which::Inner(body) => body.is_end_stream(),
+            Which::Rejection(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.body {
+            Which::Inner(body) => body.size_hint(),
+            Which::Rejection(body) => body.size_hint(),
+        }
+    }
+}
