@@ -13,26 +13,16 @@ use axum::body::Body;
 use axum::Router;
 use http::{Request, StatusCode};
 use replay::{Duplicates, Store};
+use support::suite::{backend_suite, BackendUnderTest};
 use tower::ServiceExt;
 use tower_lock::LockManager;
 
-#[derive(Clone, Copy)]
-enum Kind {
-    Memory,
-    Redis,
-}
-
-async fn app(kind: Kind, duplicates: Duplicates) -> (Router, replay::Processed) {
+async fn app(backend: BackendUnderTest, duplicates: Duplicates) -> (Router, replay::Processed) {
     let ttl = Duration::from_secs(60);
-    let (locks, store) = match kind {
-        Kind::Memory => (LockManager::memory(), Store::memory(ttl)),
-        Kind::Redis => {
-            let url = support::shared_redis_url();
-            (
-                LockManager::redis(&url).await.unwrap(),
-                Store::redis(support::client(&url).await, ttl),
-            )
-        }
+    let locks = backend.manager(LockManager::builder()).await;
+    let store = match backend.url() {
+        None => Store::memory(ttl),
+        Some(url) => Store::redis(support::client(&url).await, ttl),
     };
     replay::app(locks, store, duplicates, "Idempotency-Key")
 }
@@ -59,8 +49,8 @@ async fn deliver(app: &Router, key: Option<&str>, payload: &str) -> (StatusCode,
     )
 }
 
-async fn concurrent_duplicates_are_processed_once(kind: Kind) {
-    let (app, processed) = app(kind, Duplicates::Wait(Duration::from_secs(20))).await;
+async fn concurrent_duplicates_are_processed_once(backend: BackendUnderTest) {
+    let (app, processed) = app(backend, Duplicates::Wait(Duration::from_secs(20))).await;
     let key = support::unique("evt");
     let deliveries: Vec<_> = (0..8)
         .map(|_| {
@@ -97,8 +87,8 @@ async fn concurrent_duplicates_are_processed_once(kind: Kind) {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
 
-async fn duplicates_in_progress_get_409_when_rejecting(kind: Kind) {
-    let (app, processed) = app(kind, Duplicates::Reject).await;
+async fn duplicates_in_progress_get_409_when_rejecting(backend: BackendUnderTest) {
+    let (app, processed) = app(backend, Duplicates::Reject).await;
     let key = support::unique("evt");
     let deliveries: Vec<_> = (0..8)
         .map(|_| {
@@ -125,8 +115,8 @@ async fn duplicates_in_progress_get_409_when_rejecting(kind: Kind) {
 /// Delivery ids built to reach into the other namespace (`done:X` once locked the key of
 /// `X`'s record and its release deleted it; `X` was then processed again) keep their locks
 /// and records apart.
-async fn ids_built_to_collide_keep_locks_and_records_apart(kind: Kind) {
-    let (app, processed) = app(kind, Duplicates::Wait(Duration::from_secs(20))).await;
+async fn ids_built_to_collide_keep_locks_and_records_apart(backend: BackendUnderTest) {
+    let (app, processed) = app(backend, Duplicates::Wait(Duration::from_secs(20))).await;
     let id = support::unique("evt");
     let ids = [
         id.clone(),
@@ -163,14 +153,8 @@ async fn ids_built_to_collide_keep_locks_and_records_apart(kind: Kind) {
     );
 }
 
-macro_rules! both {
-    ($($test:ident),*) => {
-        mod memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test(super::Kind::Memory).await } )* }
-        mod redis { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $test() { super::$test(super::Kind::Redis).await } )* }
-    };
-}
-
-both!(
+backend_suite!(
+    [Memory, Redis]
     concurrent_duplicates_are_processed_once,
     duplicates_in_progress_get_409_when_rejecting,
     ids_built_to_collide_keep_locks_and_records_apart

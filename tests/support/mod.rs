@@ -9,6 +9,7 @@ pub mod http;
 pub mod order;
 pub mod proxy;
 pub mod redisson;
+pub mod suite;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

@@ -1,0 +1,89 @@
+//! The context of a behaviour test: a manager on the backend under test, and a way to
+//! reach that backend behind the manager's back.
+
+use std::time::Duration;
+
+use fred::prelude::KeysInterface;
+use tower_lock::backend::{Backend, MemoryBackend, RedisBackend};
+use tower_lock::{LockError, LockManager, LockManagerBuilder};
+
+use crate::support;
+use crate::support::suite::BackendUnderTest;
+
+/// A manager on the backend under test, plus a way to reach the backend behind its back.
+pub struct Ctx {
+    pub manager: LockManager,
+    pub memory: Option<MemoryBackend>,
+    pub redis: Option<fred::prelude::Client>,
+    pub url: Option<String>,
+}
+
+impl Ctx {
+    pub async fn new(backend: BackendUnderTest) -> Ctx {
+        Self::with(backend, |b| b).await
+    }
+
+    pub async fn with(
+        backend: BackendUnderTest,
+        configure: impl FnOnce(LockManagerBuilder) -> LockManagerBuilder,
+    ) -> Ctx {
+        let builder = configure(LockManager::builder());
+        match backend.url() {
+            None => {
+                let memory = MemoryBackend::new();
+                Ctx {
+                    manager: builder.backend(memory.clone()),
+                    memory: Some(memory),
+                    redis: None,
+                    url: None,
+                }
+            }
+            Some(url) => Ctx {
+                manager: builder
+                    .redis(&url)
+                    .await
+                    .expect("connect to the test redis"),
+                memory: None,
+                redis: Some(support::client(&url).await),
+                url: Some(url),
+            },
+        }
+    }
+
+    /// A second handle on the manager's store, to send backend operations directly.
+    pub async fn backend(&self) -> Box<dyn Backend> {
+        match (&self.memory, &self.url) {
+            (Some(memory), _) => Box::new(memory.clone()),
+            (None, Some(url)) => Box::new(RedisBackend::connect(url).await.unwrap()),
+            (None, None) => unreachable!("a context has a memory backend or a Redis URL"),
+        }
+    }
+
+    /// Deletes the lock behind its holder's back.
+    pub async fn delete(&self, name: &str) {
+        let key = self.manager.key(name).unwrap();
+        if let Some(memory) = &self.memory {
+            assert!(memory.force_unlock(&key));
+        }
+        if let Some(redis) = &self.redis {
+            let deleted: i64 = redis.del(key.as_str()).await.unwrap();
+            assert_eq!(deleted, 1);
+        }
+    }
+}
+
+/// A task acquiring `name` with `wait`, returned once it is queued behind the holder.
+pub async fn queued_waiter(
+    manager: &LockManager,
+    name: &str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, LockError>> {
+    let waiter = {
+        let (manager, name) = (manager.clone(), name.to_owned());
+        tokio::spawn(async move { manager.lock(&name).wait(wait).acquire().await })
+    };
+    while manager.waiting(name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    waiter
+}

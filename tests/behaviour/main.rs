@@ -1,0 +1,11 @@
+//! The behaviour suite: the same tests against the in-memory backend, a real Redis and a
+//! local Redis Cluster, by subject (`exclusion::redis::mutual_exclusion`, …).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod ctx;
+mod exclusion;
+mod holds;
+mod leases;
+mod waiting;

@@ -1,0 +1,150 @@
+//! Waiting: FIFO order, wake-ups on release, typed timeouts, and waiters that give up.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tower_lock::backend::redis::unlock_channel;
+use tower_lock::{LockError, Released};
+
+use crate::ctx::{queued_waiter, Ctx};
+use crate::support;
+use crate::support::suite::{backend_suite, BackendUnderTest};
+
+async fn waiters_acquire_in_fifo_order(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("fifo");
+    let holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let (manager, n, order) = (ctx.manager.clone(), name.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = manager
+                .lock(&n)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+                .unwrap_or_else(|e| panic!("waiter {i} failed: {e}"));
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            guard.release().await.unwrap();
+        }));
+        // Enqueue in a known order: wait until waiter i is queued.
+        while ctx.manager.waiting(&name) < i + 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..100).collect::<Vec<_>>());
+    assert_eq!(ctx.manager.waiting_names(), 0);
+}
+
+/// A release wakes the next waiter at once, whatever the holder's lease: with an hour's
+/// lease, a lost wake-up would leave the waiter to time out.
+async fn a_release_wakes_the_waiter_before_the_lease_ends(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("wake");
+    let holder = ctx
+        .manager
+        .lock(&name)
+        .fixed_lease(Duration::from_secs(3600))
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = queued_waiter(&ctx.manager, &name, Duration::from_secs(20)).await;
+    // Redis hands the lock straight to the waiter unless its own attempt is on its way.
+    let released = holder.release().await.unwrap();
+    assert!(
+        matches!(released, Released::Unlocked | Released::HandedOver),
+        "{released:?}"
+    );
+    let guard = waiter.await.unwrap().expect("the release woke the waiter");
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(
+        ctx.manager.stats(),
+        Default::default(),
+        "nothing left behind"
+    );
+}
+
+async fn wait_times_out_with_a_typed_error(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("timeout");
+    let _holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let wait = Duration::from_millis(200);
+    match ctx.manager.lock(&name).wait(wait).acquire().await {
+        Err(LockError::TimedOut {
+            key,
+            waited,
+            holder_lease,
+        }) => {
+            assert_eq!(key.as_str(), name);
+            assert!(waited >= wait, "gave up early, after {waited:?}");
+            assert!(waited < tower_lock::DEFAULT_LEASE, "waited {waited:?}");
+            assert!(holder_lease.is_some_and(|l| l <= tower_lock::DEFAULT_LEASE));
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert_eq!(ctx.manager.waiting_names(), 0);
+}
+
+/// A release that finds the lock gone (deleted behind its holder) lets the next local
+/// waiter try at once: the lock is free. It used to leave the waiter asleep until the
+/// holder's lease as last reported (here 300 s), or its own deadline.
+async fn a_release_that_finds_the_lock_gone_wakes_the_next_waiter(backend: BackendUnderTest) {
+    let lease = Duration::from_secs(300);
+    let ctx = Ctx::with(backend, |b| b.lease(lease).hand_over_limit(0)).await;
+    let name = support::unique("gone-wakes");
+    let holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let waiter = queued_waiter(&ctx.manager, &name, lease).await;
+    ctx.delete(&name).await;
+    assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
+    // Far less than the 300 s the waiter was told the holder's lease runs.
+    let guard = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter tries as soon as the release found the lock gone")
+        .unwrap()
+        .expect("and gets the free lock");
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(ctx.manager.stats(), Default::default());
+}
+
+async fn dropped_waiter_leaves_the_queue(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("dropwait");
+    let holder = ctx.manager.lock(&name).acquire().await.unwrap();
+    let waiter = queued_waiter(&ctx.manager, &name, Duration::from_secs(60)).await;
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    assert_eq!(ctx.manager.waiting(&name), 0);
+    assert_eq!(ctx.manager.waiting_names(), 0);
+    if let Some(redis) = &ctx.redis {
+        // The subscription goes away too (the unsubscribe is sent by a background task).
+        let key = ctx.manager.key(&name).unwrap();
+        let mut subscribers = 1;
+        for _ in 0..500 {
+            subscribers = support::numsub(redis, &unlock_channel(&key)).await;
+            if subscribers == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            subscribers, 0,
+            "the channel is unsubscribed when the last waiter leaves"
+        );
+    }
+    holder.release().await.unwrap();
+}
+
+backend_suite!(
+    [Memory, Redis, Cluster]
+    waiters_acquire_in_fifo_order,
+    a_release_wakes_the_waiter_before_the_lease_ends,
+    wait_times_out_with_a_typed_error,
+    a_release_that_finds_the_lock_gone_wakes_the_next_waiter,
+    dropped_waiter_leaves_the_queue,
+);

@@ -1,0 +1,8 @@
+//! LockLayer and Locked<K> over HTTP, on the in-memory backend and a real Redis.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod extractors;
+mod helpers;
+mod layer;

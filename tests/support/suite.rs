@@ -1,0 +1,72 @@
+//! One backend suite for every behaviour: a test is an `async fn(BackendUnderTest)`, and
+//! [`backend_suite!`] runs it once per backend, in a module named after the backend
+//! (`memory::mutual_exclusion`, `redis::mutual_exclusion`, …), so that one backend's
+//! failures are filtered and read apart from another's.
+
+use tower_lock::{LockManager, LockManagerBuilder};
+
+/// The backend a suite test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendUnderTest {
+    /// The in-memory backend.
+    Memory,
+    /// The shared redis-server (or `REDIS_URL`).
+    Redis,
+    /// The shared local 3-master Redis Cluster.
+    Cluster,
+}
+
+impl BackendUnderTest {
+    /// The Redis URL of this backend; `None` for memory.
+    pub fn url(self) -> Option<String> {
+        match self {
+            BackendUnderTest::Memory => None,
+            BackendUnderTest::Redis => Some(super::shared_redis_url()),
+            BackendUnderTest::Cluster => Some(super::cluster::shared_cluster_url()),
+        }
+    }
+
+    /// A manager built by `builder` on this backend.
+    pub async fn manager(self, builder: LockManagerBuilder) -> LockManager {
+        match self.url() {
+            None => builder.memory(),
+            Some(url) => builder
+                .redis(&url)
+                .await
+                .unwrap_or_else(|e| panic!("connect to the test Redis at {url}: {e}")),
+        }
+    }
+}
+
+/// `backend_suite!([Memory, Redis, Cluster] test_a, test_b)` makes, for each backend listed,
+/// a module (`memory`, `redis`, `cluster`) with one `#[tokio::test]` per test function,
+/// calling `super::test_a(BackendUnderTest::Memory)` and so on.
+#[allow(unused_macros)] // test binaries that have no backend suite
+macro_rules! backend_suite {
+    ([$first:ident $(, $rest:ident)*] $($test:ident),+ $(,)?) => {
+        $crate::support::suite::backend_suite!(@module $first $($test),+);
+        $crate::support::suite::backend_suite!([$($rest),*] $($test),+);
+    };
+    ([] $($test:ident),+ $(,)?) => {};
+    (@module Memory $($test:ident),+) => {
+        $crate::support::suite::backend_suite!(@tests memory Memory $($test),+);
+    };
+    (@module Redis $($test:ident),+) => {
+        $crate::support::suite::backend_suite!(@tests redis Redis $($test),+);
+    };
+    (@module Cluster $($test:ident),+) => {
+        $crate::support::suite::backend_suite!(@tests cluster Cluster $($test),+);
+    };
+    (@tests $module:ident $backend:ident $($test:ident),+) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test($crate::support::suite::BackendUnderTest::$backend).await
+                }
+            )+
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use backend_suite;
