@@ -357,3 +357,63 @@ async fn operations_dropped_unpolled_free_their_send_slots() {
     assert!(matches!(attempt, Ok(Attempt::Acquired)), "{attempt:?}");
     assert_eq!(backend.queued_operations(), 0);
 }
+
+/// A user's own fred clients: lock commands over their `Pool`, waiting on their subscriber.
+/// Locks exclude and wake a manager on its own connections, and the user's clients stay
+/// connected after the backend is dropped (they are theirs to close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_own_pool_and_subscriber_work_and_stay_theirs() {
+    let url = support::shared_redis_url();
+    let config = Config::from_url(&url).unwrap();
+    let pool = Builder::from_config(config.clone()).build_pool(3).unwrap();
+    pool.init().await.unwrap();
+    let subscriber = Builder::from_config(config)
+        .build_subscriber_client()
+        .unwrap();
+    subscriber.init().await.unwrap();
+
+    let theirs =
+        LockManager::builder().backend(RedisBackend::from_pool(pool.clone(), subscriber.clone()));
+    let ours = manager().await;
+    let name = support::unique("own-pool");
+
+    // Their release (through the pool) wakes our waiter.
+    let held = theirs.lock(&name).acquire().await.unwrap();
+    assert!(
+        ours.lock(&name).try_acquire().await.is_err(),
+        "excluded across managers"
+    );
+    let waiter = support::spawn_waiter(&ours, &name, Duration::from_secs(20));
+    while ours.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(held.release().await.unwrap(), Released::Unlocked);
+    let other = waiter
+        .await
+        .unwrap()
+        .expect("woken by the release through the pool");
+
+    // Our release wakes their waiter (on their subscriber).
+    let waiter = support::spawn_waiter(&theirs, &name, Duration::from_secs(20));
+    while theirs.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(other.release().await.unwrap(), Released::Unlocked);
+    let woken = waiter
+        .await
+        .unwrap()
+        .expect("woken on the user's subscriber");
+    assert!(
+        ours.lock(&name).try_acquire().await.is_err(),
+        "excluded across managers"
+    );
+    assert_eq!(woken.release().await.unwrap(), Released::Unlocked);
+
+    drop(theirs);
+    let pong: String = pool.ping(None).await.unwrap();
+    assert_eq!(pong, "PONG", "the user's pool is still connected");
+    assert!(
+        subscriber.is_connected(),
+        "the user's subscriber is still connected"
+    );
+}

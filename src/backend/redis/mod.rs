@@ -149,8 +149,8 @@ impl RedisBackend {
     /// Uses clients the caller built and connected (their reconnect policy and default
     /// settings stay theirs; each lock command still gets this backend's time limit, and
     /// they are not closed with the backend). `subscriber` must be dedicated to this
-    /// backend (it subscribes and unsubscribes lock channels). On Redis Cluster with Redis 7 or later (or a version not yet known),
-    /// waiting uses sharded pub/sub.
+    /// backend (it subscribes and unsubscribes lock channels). On Redis Cluster with Redis 7
+    /// or later (or a version not yet known), waiting uses sharded pub/sub.
     pub fn from_clients(client: Client, subscriber: SubscriberClient) -> Self {
         Self::with_commands(Commands::Client(client), subscriber)
     }
