@@ -66,8 +66,8 @@ pub use error::{BackendError, LockError, Released};
 pub use fred;
 #[cfg(feature = "axum")]
 pub use http::{
-    extract, layer, layer::LockResponseBody, Held, HeldLock, KeySource, LockLayer, LockRejection,
-    Lockable, Locked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
+    extract, layer, layer::LockResponseBody, Held, HeldLock, KeySource, LockLayer,
+    LockManagerState, LockRejection, Lockable, Locked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
 };
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use kind::LockKind;

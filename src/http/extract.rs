@@ -11,6 +11,7 @@ use crate::engine::LockManager;
 use crate::engine::LossSignal;
 use crate::http::held::HeldLock;
 use crate::http::key_source::KeySource;
+use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::{BusyAnswer, LockRejection};
 use crate::key::LockKey;
 
@@ -62,8 +63,13 @@ pub trait Lockable: Sized + Send + 'static {
 /// [`LockLayer::for_key::<K>()`]: crate::LockLayer::for_key
 ///
 /// The [`LockManager`] comes from the request extensions (`.layer(Extension(manager))`),
-/// or from the lock of a [`LockLayer`](crate::LockLayer) given one with
-/// [`manager`](crate::LockLayer::manager). Failures are [`LockRejection`]s, with the same
+/// else from the lock of a [`LockLayer`](crate::LockLayer) given one with
+/// [`manager`](crate::LockLayer::manager), else from the router's state (see
+/// [`LockManagerState`]: a state that gives a `LockManager` through axum's `FromRef`).
+/// A router with a state of its own that holds no manager implements
+/// [`LockManagerState`] for it, returning `None` (one line); otherwise the handler does
+/// not compile (`#[axum::debug_handler]` names the missing `FromRef<YourState>`).
+/// Failures are [`LockRejection`]s, with the same
 /// statuses as the layer's (409 busy, 400 bad key, 503 backend down, 500 no manager).
 /// `Option<Locked<K>>` is `None` when the request does not carry the key at all.
 ///
@@ -175,37 +181,41 @@ impl<K: fmt::Debug> fmt::Debug for Locked<K> {
 
 impl<S, K> FromRequestParts<S> for Locked<K>
 where
-    S: Send + Sync,
+    S: LockManagerState + Send + Sync,
     K: Lockable,
 {
     type Rejection = LockRejection;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let raw = K::source().read(parts)?;
-        lock_value::<K>(parts, &raw).await
+        lock_value::<K>(parts, state, &raw).await
     }
 }
 
 impl<S, K> OptionalFromRequestParts<S> for Locked<K>
 where
-    S: Send + Sync,
+    S: LockManagerState + Send + Sync,
     K: Lockable,
 {
     type Rejection = LockRejection;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        _state: &S,
+        state: &S,
     ) -> Result<Option<Self>, Self::Rejection> {
         match K::source().read(parts) {
-            Ok(raw) => lock_value::<K>(parts, &raw).await.map(Some),
+            Ok(raw) => lock_value::<K>(parts, state, &raw).await.map(Some),
             Err(LockRejection::MissingKey { .. }) => Ok(None),
             Err(rejection) => Err(rejection),
         }
     }
 }
 
-async fn lock_value<K: Lockable>(parts: &Parts, raw: &str) -> Result<Locked<K>, LockRejection> {
+async fn lock_value<K: Lockable>(
+    parts: &Parts,
+    state: &impl LockManagerState,
+    raw: &str,
+) -> Result<Locked<K>, LockRejection> {
     let value = K::parse(raw).map_err(|reason| LockRejection::InvalidKey {
         what: K::source().describe(),
         reason,
@@ -214,11 +224,11 @@ async fn lock_value<K: Lockable>(parts: &Parts, raw: &str) -> Result<Locked<K>, 
         |e| LockRejection::from_error(e, &K::source().describe(), BusyAnswer::default());
     let held = parts.extensions.get::<HeldLock>();
     // The request's manager, else that of the layer's lock (a layer given its own manager
-    // does not put it in the extensions of the requests it locks).
+    // does not put it in the extensions of the requests it locks), else the state's.
     let manager = match (parts.extensions.get::<LockManager>(), held) {
         (Some(manager), _) => manager.clone(),
         (None, Some(held)) => held.manager(),
-        (None, None) => return Err(LockRejection::NoManager),
+        (None, None) => state.lock_manager().ok_or(LockRejection::NoManager)?,
     };
     let key = manager.key(&value.lock_name()).map_err(rejection)?;
     let guard = match held {

@@ -4,10 +4,12 @@ pub mod extract;
 mod held;
 mod key_source;
 pub mod layer;
+mod manager_state;
 mod rejection;
 
 pub use extract::{Held, Lockable, Locked};
 pub use held::HeldLock;
 pub use key_source::KeySource;
 pub use layer::LockLayer;
+pub use manager_state::LockManagerState;
 pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};

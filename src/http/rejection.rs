@@ -167,8 +167,9 @@ impl LockRejection {
                 shown(key.as_str())
             ),
             LockRejection::NoManager => "No `LockManager` found for this request. Did you add \
-                `.layer(Extension(lock_manager))` to your Router (outside the `LockLayer`), or \
-                give one to the layer with `LockLayer::manager`?"
+                `.layer(Extension(lock_manager))` to your Router (outside the `LockLayer`), \
+                give one to the layer with `LockLayer::manager`, or put one in the router's \
+                state (`FromRef`)?"
                 .to_owned(),
             LockRejection::Misplaced { param } => format!(
                 "Path parameter `{param}` is not available: the `LockLayer` runs before routing. \

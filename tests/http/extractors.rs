@@ -3,13 +3,15 @@
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::FromRef;
 use axum::routing::post;
 use axum::{Extension, Router};
 use http::{Request, StatusCode};
 use tower::ServiceExt;
-use tower_lock::{HeldLock, KeySource, LockLayer, LockManager, Lockable, Locked};
+use tower_lock::{HeldLock, KeySource, LockLayer, LockManager, LockManagerState, Lockable, Locked};
 
 use crate::helpers::{manager, oneshot};
+use crate::support;
 use crate::support::order::OrderId;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
@@ -209,10 +211,88 @@ async fn extractor_alone_and_optional(backend: BackendUnderTest) {
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
 }
 
+/// A router state holding a manager, found through `FromRef`.
+#[derive(Clone)]
+struct WithManager {
+    locks: LockManager,
+}
+
+impl FromRef<WithManager> for LockManager {
+    fn from_ref(state: &WithManager) -> LockManager {
+        state.locks.clone()
+    }
+}
+
+/// A router state without a manager, which says so.
+#[derive(Clone)]
+struct WithoutManager;
+
+impl LockManagerState for WithoutManager {
+    fn lock_manager(&self) -> Option<LockManager> {
+        None
+    }
+}
+
+/// With no extension and no layer's lock, `Locked<K>` finds the manager in the router's
+/// state; an extension, when present, comes first. A state without one answers the 500
+/// that names the fixes.
+async fn the_manager_is_found_in_the_state(backend: BackendUnderTest) {
+    let handler = |Locked(order): Locked<OrderId>| async move { order.key().to_string() };
+    let in_state = manager(backend).await;
+    let app = Router::new()
+        .route("/orders/{orderId}", post(handler))
+        .with_state(WithManager {
+            locks: in_state.clone(),
+        });
+    let (status, body) = oneshot(&app, "POST", "/orders/5").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, in_state.key("order:5").unwrap().to_string());
+
+    // The state's manager is the one that excludes.
+    let quick = LockManager::builder()
+        .key_prefix(support::unique("state") + ":")
+        .wait(Duration::from_millis(50));
+    let quick = backend.manager(quick).await;
+    let app_quick = Router::new()
+        .route("/orders/{orderId}", post(handler))
+        .with_state(WithManager {
+            locks: quick.clone(),
+        });
+    let held = quick.lock("order:6").acquire().await.unwrap();
+    let (status, body) = oneshot(&app_quick, "POST", "/orders/6").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    drop(held);
+
+    // An extension comes before the state.
+    let in_extension = manager(backend).await;
+    let app = Router::new()
+        .route("/orders/{orderId}", post(handler))
+        .layer(Extension(in_extension.clone()))
+        .with_state(WithManager {
+            locks: in_state.clone(),
+        });
+    let (status, body) = oneshot(&app, "POST", "/orders/5").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, in_extension.key("order:5").unwrap().to_string());
+
+    // A state without a manager: the extension, or the 500 naming the fixes.
+    let without = Router::new()
+        .route("/orders/{orderId}", post(handler))
+        .with_state(WithoutManager);
+    let (status, body) = oneshot(&without, "POST", "/orders/5").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert!(body.contains("FromRef"), "{body}");
+    let with_extension = without.layer(Extension(in_state.clone()));
+    let (status, body) = oneshot(&with_extension, "POST", "/orders/5").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, in_state.key("order:5").unwrap().to_string());
+}
+
 backend_suite!(
     [Memory, Redis]
     placements_and_misplacement,
     layer_and_extractor_share_the_lock,
     layer_with_its_own_manager,
     extractor_alone_and_optional,
+    the_manager_is_found_in_the_state,
 );
