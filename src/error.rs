@@ -122,6 +122,16 @@ impl From<BackendError> for LockError {
 }
 
 /// What a release found.
+///
+/// Most answers need nothing from the caller, but [`NotHeld`](Self::NotHeld) means the
+/// lock had already ended before the release: for part of the time the caller believed
+/// it held the lock, it did not, and another owner may have held it. What the caller did
+/// under the lock may have overlapped with another holder's work; treat it as a failed
+/// critical section (log it, compare-and-set or re-check what was written, or use a
+/// fencing token where the protected store can check one). `let _ = guard.release()…`
+/// says the outcome was considered and ignored.
+#[must_use = "`NotHeld` means the lock had ended before this release: what ran under it may \
+              have overlapped another holder"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Released {
     /// This was the last hold: the lock is now free and waiters were told.

@@ -88,7 +88,7 @@ async fn a_held_key_among_first_acquisitions_is_busy_and_the_others_acquire() {
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
     for filler in fillers {
-        filler.await.unwrap().unwrap().release().await.unwrap();
+        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
     }
 }
 
@@ -157,7 +157,7 @@ async fn operations_on_one_key_keep_their_order_within_a_call() {
     }
     assert_eq!(late.release().await.unwrap(), Released::Unlocked);
     for filler in fillers {
-        filler.await.unwrap().unwrap().release().await.unwrap();
+        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
     }
     let _ = subscriber.quit().await;
 }

@@ -76,7 +76,7 @@ async fn a_waiter_of_another_manager_gets_its_turn() {
             .expect("the other process gets the lock");
         meanwhile.push((count.load(Ordering::SeqCst) - before, started.elapsed()));
         tokio::time::sleep(HOLD).await;
-        guard.release().await.unwrap();
+        let _ = guard.release().await.unwrap();
     }
     stop.store(true, Ordering::SeqCst);
     println!("busy acquisitions and time while another manager waited: {meanwhile:?}");

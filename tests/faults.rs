@@ -79,7 +79,7 @@ async fn restart_while_waiting_and_holding() {
                     .wait(Duration::from_secs(30))
                     .acquire()
                     .await?;
-                guard.release().await.map_err(LockError::Unavailable)?;
+                let _ = guard.release().await.map_err(LockError::Unavailable)?;
                 Ok::<_, LockError>(())
             })
         })
@@ -141,7 +141,7 @@ async fn paused_redis_honours_the_wait_deadline() {
             .ok()
     })
     .await;
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -184,7 +184,7 @@ async fn waiter_retries_when_its_subscriber_reconnects() {
         .await
         .unwrap()
         .expect("the waiter acquires after the reconnect");
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
 }
 
 /// Operations that arrive while two sends are on their way go together in one script

@@ -52,7 +52,7 @@ impl Renewals {
             .try_acquire()
             .await
             .expect("the lock is free after the release");
-        next.release().await.unwrap();
+        let _ = next.release().await.unwrap();
         tokio::time::sleep(LEASE * 3).await;
         self.renewed.load(Ordering::SeqCst)
     }

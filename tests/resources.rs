@@ -26,9 +26,9 @@ async fn through_waiting(locks: &LockManager, names: Vec<String>, batch: usize) 
                     while locks.waiting(&name) == 0 {
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     }
-                    holder.release().await.unwrap();
+                    let _ = holder.release().await.unwrap();
                     let guard = waiter.await.unwrap().unwrap();
-                    guard.release().await.unwrap();
+                    let _ = guard.release().await.unwrap();
                 })
             })
             .collect();
@@ -66,7 +66,7 @@ async fn resources_return_to_zero_after_ten_thousand_names() {
     let locks = LockManager::redis(&server.url()).await.unwrap();
     let metrics = tokio::runtime::Handle::current().metrics();
     // One acquisition first: the manager's renewal task starts with its first lock.
-    locks
+    let _ = locks
         .lock("warm-up")
         .acquire()
         .await

@@ -28,7 +28,7 @@ fn spawn_waiters(
                     .wait(Duration::from_secs(20))
                     .acquire()
                     .await?;
-                guard.release().await.map_err(LockError::Unavailable)?;
+                let _ = guard.release().await.map_err(LockError::Unavailable)?;
                 Ok(())
             })
         })
@@ -85,7 +85,7 @@ async fn cluster_failover_while_tasks_wait() {
     }
     // New acquisitions work on the new master.
     let guard = holder_side.lock(name).try_acquire().await.unwrap();
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
 }
 
 /// A master and a replica in sync with it.
@@ -150,7 +150,7 @@ async fn sentinel_failover() {
         holder_side.lock("probe").try_acquire().await.ok()
     })
     .await;
-    probe.release().await.unwrap();
+    let _ = probe.release().await.unwrap();
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
     for waiter in waiters {
         waiter
@@ -162,7 +162,7 @@ async fn sentinel_failover() {
         holder_side.lock("after").try_acquire().await.ok()
     })
     .await;
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +204,7 @@ async fn replica_acknowledgement_policies() {
         .try_acquire()
         .await
         .expect("released after the missing acknowledgement");
-    other.release().await.unwrap();
+    let _ = other.release().await.unwrap();
 
     let kept = lenient
         .lock("lenient")

@@ -76,7 +76,7 @@ impl Holding {
     pub async fn release(self) {
         match self {
             Holding::Tower(guard) => {
-                guard.release().await.expect("tower-lock release");
+                let _ = guard.release().await.expect("tower-lock release");
             }
             Holding::Polling { client, key, token } => {
                 let _: i64 = client

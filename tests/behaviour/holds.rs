@@ -56,7 +56,7 @@ async fn dropped_guard_frees_the_lock(backend: BackendUnderTest) {
             .acquire()
             .await
             .unwrap_or_else(|e| panic!("dropped outside the runtime: {outside_the_runtime}: {e}"));
-        next.release().await.unwrap();
+        let _ = next.release().await.unwrap();
     }
     assert_eq!(ctx.manager.stats(), Default::default());
 }
@@ -74,7 +74,7 @@ async fn dropped_acquires_leave_nothing_held(backend: BackendUnderTest) {
         task.abort();
         if let Ok(Ok(guard)) = task.await {
             // Finished before the abort: an ordinary holder.
-            guard.release().await.unwrap();
+            let _ = guard.release().await.unwrap();
         }
     }
     // A 30 s lease: acquiring within 5 s shows nothing was left behind by the cancellations.
@@ -85,7 +85,7 @@ async fn dropped_acquires_leave_nothing_held(backend: BackendUnderTest) {
         .acquire()
         .await
         .expect("no cancelled acquisition kept the lock");
-    guard.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
     assert_eq!(ctx.manager.waiting_names(), 0);
 }
 

@@ -27,14 +27,14 @@ async fn waiters_acquire_in_fifo_order(backend: BackendUnderTest) {
                 .unwrap_or_else(|e| panic!("waiter {i} failed: {e}"));
             order.lock().unwrap().push(i);
             tokio::time::sleep(Duration::from_millis(1)).await;
-            guard.release().await.unwrap();
+            let _ = guard.release().await.unwrap();
         }));
         // Enqueue in a known order: wait until waiter i is queued.
         while ctx.manager.waiting(&name) < i + 1 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
-    holder.release().await.unwrap();
+    let _ = holder.release().await.unwrap();
     for task in tasks {
         task.await.unwrap();
     }
@@ -137,7 +137,7 @@ async fn dropped_waiter_leaves_the_queue(backend: BackendUnderTest) {
             "the channel is unsubscribed when the last waiter leaves"
         );
     }
-    holder.release().await.unwrap();
+    let _ = holder.release().await.unwrap();
 }
 
 backend_suite!(

@@ -32,7 +32,7 @@ pub(super) async fn s1_redis(
         let e = t.elapsed();
         let t = Instant::now();
         let guard = locks.lock("bench:s1").acquire().await.unwrap();
-        guard.release().await.unwrap();
+        let _ = guard.release().await.unwrap();
         let l = t.elapsed();
         if round >= n / 10 {
             // the first tenth warms up
@@ -80,7 +80,7 @@ pub(super) async fn s1_memory(scale: Scale, report: &mut Report) {
         floor_m.push(t.elapsed() / 100);
         let t = Instant::now();
         for _ in 0..100 {
-            memory
+            let _ = memory
                 .lock("bench:s1")
                 .acquire()
                 .await

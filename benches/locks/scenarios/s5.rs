@@ -35,7 +35,7 @@ pub(super) async fn s5(url: &str, admin: &Client, scale: Scale, report: &mut Rep
                         .await
                         .unwrap();
                     acquired.fetch_add(1, Ordering::Relaxed);
-                    guard.release().await.unwrap();
+                    let _ = guard.release().await.unwrap();
                 })
             })
             .collect();
@@ -50,7 +50,7 @@ pub(super) async fn s5(url: &str, admin: &Client, scale: Scale, report: &mut Rep
         let subscriptions = support::numsub(admin, &channel).await;
         let before = client_commands(admin, "tower").await;
         let t = Instant::now();
-        holder.release().await.unwrap();
+        let _ = holder.release().await.unwrap();
         for task in tasks {
             task.await.unwrap();
         }
