@@ -55,6 +55,7 @@ mod error;
 mod http;
 mod key;
 mod kind;
+mod telemetry;
 mod wait;
 
 pub use engine::{

@@ -45,6 +45,9 @@ impl Notices {
 
     /// Completes when names got their first local waiter or lost their last one since the
     /// last [`take_changes`](Self::take_changes).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits; changes are kept until taken.
     pub async fn changed(&self) {
         self.queues.changed().await
     }

@@ -137,6 +137,10 @@ impl LockManagerBuilder {
     ///
     /// # Errors
     /// When the URL is invalid or Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    /// As [`RedisBackend::connect`]: to bound start-up time use
+    /// [`redis_lazy`](Self::redis_lazy) rather than a timeout around this.
     #[cfg(feature = "redis")]
     pub async fn redis(self, url: &str) -> Result<LockManager, BackendError> {
         Ok(self.backend(RedisBackend::connect(url).await?))
@@ -148,6 +152,9 @@ impl LockManagerBuilder {
     ///
     /// # Errors
     /// Only for an invalid URL.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it does not wait for Redis.
     #[cfg(feature = "redis")]
     pub async fn redis_lazy(self, url: &str) -> Result<LockManager, BackendError> {
         Ok(self.backend(RedisBackend::connect_lazy(url).await?))

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::backend::BoxFuture;
+use crate::telemetry::TARGET;
 
 type Undo<T> = Box<dyn FnOnce(T) -> Option<BoxFuture<()>> + Send>;
 
@@ -67,6 +68,7 @@ impl<T: Send + 'static> Drop for DropSafe<T> {
                 });
             }
             Err(_) => tracing::warn!(
+                target: TARGET,
                 "a lock operation was abandoned outside a Tokio runtime; \
                  it cannot be undone and its lease will run out"
             ),

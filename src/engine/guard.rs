@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::count_lock::Counted;
 use super::drop_safe::DropSafe;
@@ -14,6 +15,7 @@ use super::outage::answer_within;
 use crate::backend::{Attempt, BoxFuture};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
+use crate::telemetry;
 
 /// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
 /// background on the runtime it was acquired on.
@@ -128,6 +130,16 @@ impl LockGuard {
 
 /// Acquires `hold` once more for its owner. Shared with the HTTP layer's lock handle.
 pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
+    let kind = hold.kind();
+    let span = telemetry::acquire_span(hold.key(), kind, Duration::ZERO);
+    let started = Instant::now();
+    let result = reenter_once(hold).instrument(span.clone()).await;
+    let answer = result.as_ref().map(|_| ());
+    telemetry::acquired(&span, kind, Duration::ZERO, started.elapsed(), answer);
+    result
+}
+
+async fn reenter_once(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
     let lost = || LockError::Lost {
         key: hold.key().clone(),
     };
@@ -181,7 +193,7 @@ pub(crate) async fn reenter(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
             Ok(LockGuard::new(hold))
         }
         Attempt::Busy(_) | Attempt::Lost => {
-            hold.loss().fire();
+            hold.mark_lost();
             Err(lost())
         }
     }
@@ -194,7 +206,7 @@ impl Drop for LockGuard {
         };
         let Some(runtime) = hold.manager().runtime() else {
             // Not reached: a lock is only granted once the manager knows a runtime.
-            tracing::warn!(key = %hold.key(), "tower-lock: a guard was dropped outside a Tokio runtime; the lock ends with its lease");
+            tracing::warn!(target: telemetry::TARGET, key = %hold.key(), "tower-lock: a guard was dropped outside a Tokio runtime; the lock ends with its lease");
             return;
         };
         // Take our place in the count lock now, so that a release that starts after this
@@ -248,9 +260,9 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!release.is_finished(), "the release waits for the renewal");
         drop(renewing);
-        release.await.unwrap().unwrap();
+        assert_eq!(release.await.unwrap().unwrap(), crate::Released::Unlocked);
         let again = locks.lock("renewing").try_acquire().await.expect("free");
-        again.release().await.unwrap();
+        assert_eq!(again.release().await.unwrap(), crate::Released::Unlocked);
         assert_eq!(locks.stats(), Default::default());
     }
 }

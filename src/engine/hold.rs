@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Span;
 
 use super::count_lock::Count;
 use super::loss::Loss;
@@ -14,6 +15,7 @@ use super::renewal::RenewGate;
 use crate::backend::{AcquireArgs, ReleaseArgs, RenewArgs, Successor};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
+use crate::telemetry;
 use crate::wait::Claim;
 
 /// One owner's hold on a lock.
@@ -36,6 +38,11 @@ pub(crate) struct Hold {
     /// This process's claim on the name, ended by the last release (`None` from the
     /// start for a hold that the in-process backend granted without one).
     claim: Mutex<Option<Claim>>,
+    /// When the acquisition that took the lock was sent (for the hold time).
+    acquired_at: Instant,
+    /// The span open while the lock is held, closed by the last release; `None` when
+    /// nobody listens (no lock to take on each release then).
+    span: Option<Mutex<Option<Span>>>,
 }
 
 /// What a new hold is made of.
@@ -55,6 +62,7 @@ impl Hold {
     /// A hold with one count, its lease running from `acquired_at`.
     pub(super) fn new(new: NewHold) -> Arc<Hold> {
         let margin = new.manager.settings().loss_margin.for_lease(new.lease);
+        let span = telemetry::hold_span(&new.key, new.kind, &new.owner);
         Arc::new(Hold {
             loss: Loss::new(new.acquired_at + new.lease, margin),
             manager: new.manager,
@@ -66,6 +74,8 @@ impl Hold {
             count: Count::new(1),
             gate: RenewGate::default(),
             claim: Mutex::new(new.claim),
+            acquired_at: new.acquired_at,
+            span: (!span.is_disabled()).then(|| Mutex::new(Some(span))),
         })
     }
 
@@ -96,6 +106,34 @@ impl Hold {
 
     pub(crate) fn loss(&self) -> &Loss {
         &self.loss
+    }
+
+    /// The lock was found lost: fires the loss signal (counted once per hold).
+    pub(crate) fn mark_lost(&self) {
+        if self.loss.fire() {
+            telemetry::lost(self.kind);
+        }
+    }
+
+    /// The span open while the lock is held (none once it was released).
+    pub(super) fn span(&self) -> Span {
+        let Some(span) = &self.span else {
+            return Span::none();
+        };
+        let span = span.lock().unwrap_or_else(|e| e.into_inner());
+        span.clone().unwrap_or_else(Span::none)
+    }
+
+    /// Closes the hold's span: the last release was answered.
+    pub(super) fn end_span(&self) {
+        if let Some(span) = &self.span {
+            drop(span.lock().unwrap_or_else(|e| e.into_inner()).take());
+        }
+    }
+
+    /// How long the lock has been held (since its acquisition was sent).
+    pub(super) fn held_for(&self) -> Duration {
+        self.acquired_at.elapsed()
     }
 
     pub(super) fn gate(&self) -> &RenewGate {

@@ -217,12 +217,15 @@ impl Loss {
         }
     }
 
-    pub(crate) fn fire(&self) {
+    /// Marks the lock lost; `true` the first time.
+    pub(crate) fn fire(&self) -> bool {
         let mut state = self.state();
+        let first = !state.lost;
         state.lost = true;
         if let Some(signal) = &state.signal {
             signal.fire();
         }
+        first
     }
 }
 

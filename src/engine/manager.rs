@@ -127,6 +127,9 @@ impl LockManager {
     ///
     /// # Errors
     /// When the URL is invalid or Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    /// As [`LockManagerBuilder::redis`](crate::LockManagerBuilder::redis).
     #[cfg(feature = "redis")]
     pub async fn redis(url: &str) -> Result<Self, BackendError> {
         Self::builder().redis(url).await

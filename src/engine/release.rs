@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
 use super::count_lock::Counted;
 use super::drop_safe::DropSafe;
@@ -13,6 +14,7 @@ use super::hold::Hold;
 use super::unowned::release_unowned;
 use crate::backend::{BoxFuture, ReleaseReply, Successor};
 use crate::error::{BackendError, Released};
+use crate::telemetry::{self, throttled, TARGET};
 use crate::wait::{Offer, Wake};
 
 /// Pauses before re-sending a failed release (about 1.5 s in all).
@@ -64,7 +66,9 @@ impl Hold {
     pub(super) fn release(
         mut count: Counted<Arc<Self>>,
     ) -> DropSafe<Result<Released, BackendError>> {
-        let operation: BoxFuture<Result<Released, BackendError>> = Box::pin(async move {
+        let span = telemetry::release_span(&count.hold().span());
+        let recorded = span.clone();
+        let operation = async move {
             // The count is changed once, when the release is answered; until then the
             // hold is borrowed from the count lock that carries it.
             let mut remaining = *count;
@@ -112,10 +116,19 @@ impl Hold {
             }
             let wake = wake_after(&reply, round_trip);
             let released = reply.map(|reply| reply.released);
-            this.settled(&mut remaining, &released, Some(sent), resent, wake);
+            this.settled(
+                &mut remaining,
+                &released,
+                Some(sent),
+                resent,
+                wake,
+                &recorded,
+            );
             *count = remaining;
             released
-        });
+        };
+        let operation: BoxFuture<Result<Released, BackendError>> =
+            Box::pin(operation.instrument(span));
         DropSafe::new(operation, |_| None)
     }
 
@@ -135,13 +148,15 @@ impl Hold {
         let reply = manager.store().release_now(&args)?.ok()?;
         let result = Ok(reply.released);
         // One process: nobody else to let go first.
-        self.settled(&mut count, &result, None, false, Wake::Now);
+        let span = telemetry::release_span(&self.span());
+        self.settled(&mut count, &result, None, false, Wake::Now, &span);
         Some(result)
     }
 
     /// Counts a release that has been answered: at zero ends the claim, waking the next
-    /// local waiter as `wake` says; moves or fires the loss signal; says what went wrong.
-    /// `sent`: when it was sent (`None`: answered at once, just now).
+    /// local waiter as `wake` says; moves or fires the loss signal; says what went wrong,
+    /// in the release's `span` too. `sent`: when it was sent (`None`: answered at once,
+    /// just now).
     fn settled(
         &self,
         count: &mut u32,
@@ -149,13 +164,19 @@ impl Hold {
         sent: Option<Instant>,
         resent: bool,
         wake: Wake,
+        span: &Span,
     ) {
         *count = count.saturating_sub(1);
-        if *count == 0 {
+        let last = *count == 0;
+        if last {
             match self.take_claim() {
                 Some(claim) => claim.end(wake),
                 None => self.manager().queues().released_unclaimed(self.key(), wake),
             }
+        }
+        telemetry::released(span, self.kind(), result, last, || self.held_for());
+        if last {
+            self.end_span();
         }
         let (key, owner) = (self.key(), self.owner());
         match result {
@@ -167,16 +188,16 @@ impl Hold {
             }
             Ok(Released::NotHeld) => {
                 if *count > 0 {
-                    self.loss().fire();
+                    self.mark_lost();
                 }
                 if resent {
-                    tracing::warn!(%key, %owner, "tower-lock: a release re-sent after an error found the lock gone (the failed send released it, or its lease had ended)");
+                    tracing::warn!(target: TARGET, %key, %owner, "tower-lock: a release re-sent after an error found the lock gone (the failed send released it, or its lease had ended)");
                 } else {
-                    tracing::warn!(%key, %owner, "tower-lock: released a lock that was no longer held (its lease had ended, or it was deleted)");
+                    tracing::warn!(target: TARGET, %key, %owner, "tower-lock: released a lock that was no longer held (its lease had ended, or it was deleted)");
                 }
             }
             Err(error) => {
-                tracing::warn!(%key, %error, "tower-lock: release failed; the lock stays until its lease ends");
+                throttled!(warn, %key, %error, "tower-lock: release failed; the lock stays until its lease ends");
             }
         }
     }

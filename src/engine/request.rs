@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
-use super::acquire::{Acquired, Acquisition, Want};
+use super::acquire::{Acquired, Acquisition, Grant, Want};
 use super::builder::MAX_LEASE;
 use super::guard::LockGuard;
 use super::manager::ManagerInner;
@@ -13,6 +14,7 @@ use crate::backend::Attempt;
 use crate::error::{BackendError, LockError};
 use crate::key::LockKey;
 use crate::kind::LockKind;
+use crate::telemetry;
 
 /// A lock request: set how long to wait and the lease, then [`acquire`](Self::acquire).
 #[must_use = "nothing happens until `acquire` is awaited"]
@@ -122,7 +124,7 @@ impl LockRequest {
     ) -> Result<Result<Acquired, LockError>, Self> {
         let key = match self.key {
             Ok(ref key) => key,
-            Err(error) => return Ok(Err(error)),
+            Err(error) => return Ok(Err(invalid_name(error))),
         };
         let inner = &self.manager;
         if !inner.store().answers_at_once() || !inner.has_runtime() {
@@ -146,6 +148,8 @@ impl LockRequest {
             // Busy, an error or no answer: the waiting path tries again (and queues).
             _ => return Err(self),
         }
+        let span = telemetry::acquire_span(key, self.kind, self.wait);
+        telemetry::acquired(&span, self.kind, self.wait, Duration::ZERO, Ok(()));
         // The request's handle on the manager moves into the hold (no count change on
         // the manager shared by every request).
         Ok(Ok(want.hold(self.manager, sent, claim, spawn_watchdog)))
@@ -156,8 +160,26 @@ impl LockRequest {
     pub(crate) async fn acquire_parts(self, spawn_watchdog: bool) -> Result<Acquired, LockError> {
         let key = match self.key {
             Ok(ref key) => key.clone(),
-            Err(error) => return Err(error),
+            Err(error) => return Err(invalid_name(error)),
         };
+        let (kind, wait) = (self.kind, self.wait);
+        let span = telemetry::acquire_span(&key, kind, wait);
+        let mut record = Outcome::new(&span);
+        let want = self.want(key);
+        let granted = self.grant(&want).instrument(span.clone()).await;
+        let waited = record.done();
+        telemetry::acquired(&span, kind, wait, waited, granted.as_ref().map(|_| ()));
+        let grant = granted?;
+        Ok(want.hold(
+            self.manager,
+            grant.lease_from,
+            Some(grant.claim),
+            spawn_watchdog,
+        ))
+    }
+
+    /// Waits for the lock as `want` says.
+    async fn grant(&self, want: &Want) -> Result<Grant, LockError> {
         let inner = &self.manager;
         // Waiting needs the current runtime's timers (one remembered from before will not
         // do); a backend acquisition always comes here, and a round trip dwarfs the check.
@@ -169,15 +191,46 @@ impl LockRequest {
         if !inner.store().is_available() {
             return Err(LockError::Unavailable(super::acquire::backend_down()));
         }
-        let want = self.want(key);
-        let acquisition = Acquisition::new(inner, &want, self.wait);
-        let grant = acquisition.run().await?;
-        Ok(want.hold(
-            self.manager,
-            grant.lease_from,
-            Some(grant.claim),
-            spawn_watchdog,
-        ))
+        Acquisition::new(inner, want, self.wait).run().await
+    }
+}
+
+/// An invalid name's error, traced.
+fn invalid_name(error: LockError) -> LockError {
+    tracing::debug!(target: telemetry::TARGET, %error, "tower-lock: invalid lock name");
+    error
+}
+
+/// Records `cancelled` in the acquisition's span if it is dropped before [`done`].
+///
+/// [`done`]: Outcome::done
+struct Outcome<'a> {
+    span: &'a Span,
+    started: Instant,
+    done: bool,
+}
+
+impl<'a> Outcome<'a> {
+    fn new(span: &'a Span) -> Self {
+        Outcome {
+            span,
+            started: Instant::now(),
+            done: false,
+        }
+    }
+
+    /// The acquisition was answered: how long it took.
+    fn done(&mut self) -> Duration {
+        self.done = true;
+        self.started.elapsed()
+    }
+}
+
+impl Drop for Outcome<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            telemetry::cancelled(self.span, self.started.elapsed());
+        }
     }
 }
 
@@ -228,6 +281,7 @@ mod tests {
             matches!(&error, LockError::Unavailable(e) if e.to_string().contains("Tokio runtime")),
             "{error}"
         );
-        runtime.block_on(held.release()).unwrap();
+        let released = runtime.block_on(held.release()).unwrap();
+        assert_eq!(released, crate::Released::Unlocked);
     }
 }

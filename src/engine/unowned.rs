@@ -10,6 +10,7 @@ use crate::backend::{BoxFuture, ReleaseArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
+use crate::telemetry::TARGET;
 use crate::wait::{Ticket, Wake};
 
 /// Releases a lock taken in `owner`'s name that no holder will release: an abandoned
@@ -89,7 +90,7 @@ impl Drop for QueuedWaiter<'_> {
         match self.inner.runtime() {
             Some(runtime) => drop(runtime.spawn(release)),
             None => {
-                tracing::warn!(key = %want.key, "tower-lock: a lock handed to a waiter that left outside a Tokio runtime ends with its lease")
+                tracing::warn!(target: TARGET, key = %want.key, "tower-lock: a lock handed to a waiter that left outside a Tokio runtime ends with its lease")
             }
         }
     }

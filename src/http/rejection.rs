@@ -8,6 +8,7 @@ use http::{header, HeaderValue, StatusCode};
 
 use crate::error::BackendError;
 use crate::key::LockKey;
+use crate::telemetry::throttled;
 
 /// A request that could not be served under its lock. Both [`LockLayer`](crate::LockLayer)
 /// and [`Locked`](crate::Locked) answer with it; replace the responses with
@@ -215,7 +216,7 @@ impl LockRejection {
                 status: busy.status,
             },
             LockError::Unavailable(error) => {
-                tracing::warn!(%error, "tower-lock: lock backend unavailable; answering 503");
+                throttled!(warn, %error, "tower-lock: lock backend unavailable; answering 503");
                 LockRejection::Unavailable {
                     error,
                     retry_after: UNAVAILABLE_RETRY_AFTER,

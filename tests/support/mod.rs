@@ -10,6 +10,7 @@ pub mod order;
 pub mod proxy;
 pub mod redisson;
 pub mod suite;
+pub mod trace;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

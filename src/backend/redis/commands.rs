@@ -7,6 +7,7 @@ use fred::types::{ClusterHash, CustomCommand};
 
 use crate::error::BackendError;
 use crate::key::LockKey;
+use crate::telemetry::TARGET;
 
 /// The connections lock commands go through.
 pub(super) enum Commands {
@@ -96,7 +97,7 @@ async fn reload_and_eval(
     evalsha: CustomCommand,
     arguments: Vec<Value>,
 ) -> Result<Value, Error> {
-    tracing::debug!(target: "tower_lock", "Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
+    tracing::debug!(target: TARGET, "Redis lost the lock script (restart or SCRIPT FLUSH); reloading");
     let lua = script.lua().cloned().unwrap_or_default();
     // On a cluster, load it on every primary (the key's node may change).
     if client.is_clustered() {

@@ -92,6 +92,12 @@ impl RedisBackend {
     ///
     /// # Errors
     /// When the URL is invalid or the server cannot be reached.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: if the future is dropped while the first connection is being made,
+    /// fred's connection task keeps trying in the background (until the runtime shuts
+    /// down). To bound start-up time, use [`connect_lazy`](Self::connect_lazy), which
+    /// returns at once, rather than a timeout around this.
     pub async fn connect(url: &str) -> Result<Self, BackendError> {
         let config = Config::from_url(url)
             .map_err(|e| BackendError::with_source(format!("invalid Redis URL `{url}`"), e))?;
@@ -102,6 +108,9 @@ impl RedisBackend {
     ///
     /// # Errors
     /// When the server cannot be reached.
+    ///
+    /// # Cancel safety
+    /// As [`connect`](Self::connect).
     pub async fn from_config(config: Config) -> Result<Self, BackendError> {
         let (client, subscriber) = build(config.clone())?;
         let connect_error = |e| {
@@ -125,6 +134,10 @@ impl RedisBackend {
     ///
     /// # Errors
     /// Only for an invalid URL.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it does not wait (the connections are made by background tasks, which
+    /// end with the backend).
     pub async fn connect_lazy(url: &str) -> Result<Self, BackendError> {
         let mut config = Config::from_url(url)
             .map_err(|e| BackendError::with_source(format!("invalid Redis URL `{url}`"), e))?;

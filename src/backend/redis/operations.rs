@@ -15,6 +15,7 @@ use crate::backend::{
 use crate::error::{BackendError, Released};
 use crate::key::LockKey;
 use crate::kind::LockKind;
+use crate::telemetry::TARGET;
 
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
@@ -114,7 +115,7 @@ impl Backend for RedisBackend {
     fn listen(&self, notices: Notices) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!(
-                target: "tower_lock",
+                target: TARGET,
                 "the Redis lock manager was built outside a Tokio runtime; waiters will only \
                  retry when the holder's lease ends"
             );

@@ -11,6 +11,7 @@ use crate::backend::{Attempt, Backend, ReleaseArgs};
 use crate::error::BackendError;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
+use crate::telemetry::TARGET;
 
 /// How many replicas must acknowledge an acquisition; see [`RedisBackend::replica_ack`].
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +69,7 @@ impl RedisBackend {
             .wait(i64::from(ack.replicas), timeout_ms)
             .await;
         let acked = acked.unwrap_or_else(|error| {
-            tracing::warn!(target: "tower_lock", %key, %error, "WAIT for replicas failed");
+            tracing::warn!(target: TARGET, %key, %error, "WAIT for replicas failed");
             0
         });
         if acked >= i64::from(ack.replicas) {
@@ -81,7 +82,7 @@ impl RedisBackend {
         match ack.on_missing {
             MissingAck::Proceed => {
                 self.inner.unacknowledged.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(target: "tower_lock", "{message}; keeping it");
+                tracing::warn!(target: TARGET, "{message}; keeping it");
                 Ok(Attempt::Acquired)
             }
             MissingAck::Release => {
@@ -95,7 +96,7 @@ impl RedisBackend {
                         successor: None,
                     })
                     .await;
-                tracing::warn!(target: "tower_lock", ?released, "{message}; released it");
+                tracing::warn!(target: TARGET, ?released, "{message}; released it");
                 Err(BackendError::new(format!("{message}; released it")))
             }
         }

@@ -16,6 +16,7 @@ use super::names::{key_of_channel, unlock_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::backend::Notices;
 use crate::key::{KeySet, LockKey};
+use crate::telemetry::{throttled, TARGET};
 
 /// The subscriber connection, classic or sharded.
 #[derive(Clone)]
@@ -147,7 +148,7 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
                     subscribed.extend(add);
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "tower-lock: cannot subscribe to unlock channels; retrying");
+                    throttled!(warn, error = %e, "tower-lock: cannot subscribe to unlock channels; retrying");
                     failed.extend(add.into_iter().map(|k| (k, true)));
                 }
             }
@@ -164,7 +165,7 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "tower-lock: cannot unsubscribe from unlock channels; retrying");
+                    throttled!(warn, error = %e, "tower-lock: cannot unsubscribe from unlock channels; retrying");
                     failed.extend(remove.into_iter().map(|k| (k, false)));
                 }
             }
@@ -205,6 +206,7 @@ async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes
             }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
+                    target: TARGET,
                     missed,
                     "tower-lock: unlock messages were dropped; every waiter retries"
                 );
@@ -221,7 +223,7 @@ async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes
 async fn resubscribe_and_resync(channels: &Channels, notices: &Notices, echoes: &Echoes) {
     let mut delay = Duration::from_millis(50);
     while let Err(e) = channels.resubscribe().await {
-        tracing::warn!(error = %e, "tower-lock: cannot resubscribe to unlock channels; retrying");
+        throttled!(warn, error = %e, "tower-lock: cannot resubscribe to unlock channels; retrying");
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(2));
     }
@@ -266,7 +268,7 @@ async fn follow_cluster_changes(
         };
         if changed {
             if let Err(e) = channels.subscriber.sync_cluster().await {
-                tracing::warn!(target: "tower_lock", error = %e, "cannot refresh the cluster routing of the subscriber");
+                tracing::warn!(target: TARGET, error = %e, "cannot refresh the cluster routing of the subscriber");
             }
             resubscribe_and_resync(&channels, &notices, &echoes).await;
         }

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::gate::ScheduleSlot;
 use super::watchdog::{renew_once, Keeper};
 use crate::engine::hold::Hold;
+use crate::telemetry::TARGET;
 
 /// The renewal schedule of a manager's held locks.
 #[derive(Default)]
@@ -49,7 +50,7 @@ impl Renewals {
             match hold.manager().runtime() {
                 Some(runtime) => Some(runtime),
                 None => {
-                    tracing::warn!(key = %hold.key(), "tower-lock: no Tokio runtime to renew the lease on; the lock ends with its lease");
+                    tracing::warn!(target: TARGET, key = %hold.key(), "tower-lock: no Tokio runtime to renew the lease on; the lock ends with its lease");
                     return;
                 }
             }

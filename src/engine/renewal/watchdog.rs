@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::engine::hold::Hold;
+use crate::telemetry::{self, throttled, TARGET};
 
 /// Shortest pause between renewal retries after an error.
 const MIN_RETRY: Duration = Duration::from_millis(50);
@@ -44,8 +45,8 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
     let sent = Instant::now();
     let renewal = hold.manager().store().renew(hold.renew_args());
     let lost = |why: &str| {
-        tracing::warn!(key = %key, owner = %owner, "tower-lock: lock lost: {why}");
-        hold.loss().fire();
+        tracing::warn!(target: TARGET, key = %key, owner = %owner, "tower-lock: lock lost: {why}");
+        hold.mark_lost();
         None
     };
     let deadline = hold.loss().deadline();
@@ -57,7 +58,8 @@ pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Insta
         }
         Ok(Ok(false)) => lost("the renewal found it gone (expired or deleted)"),
         Ok(Err(error)) if deadline.saturating_duration_since(Instant::now()) >= MIN_RETRY => {
-            tracing::warn!(key = %key, %error, "tower-lock: lease renewal failed; retrying while the lease may still run");
+            telemetry::renewal_failed(hold.kind());
+            throttled!(warn, key = %key, %error, "tower-lock: lease renewal failed; retrying while the lease may still run");
             // Back off, but never past half the time left: the last tries still come before
             // the deadline (a doubled pause would overshoot it and give the lock up while a
             // renewal could still land).

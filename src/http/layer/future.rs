@@ -20,6 +20,7 @@ use crate::backend::BoxFuture;
 use crate::engine::LockGuard;
 use crate::engine::{InlineWatchdog, PendingWatchdog};
 use crate::http::rejection::LockRejection;
+use crate::telemetry::throttled;
 
 /// The watchdog of a request's lock, started only once the handler has to wait; for an
 /// explicit lease under `abort_on_lost`, the wait for its end.
@@ -270,7 +271,7 @@ fn release_now(guard: LockGuard) -> Result<(), BoxFuture<()>> {
     match guard.release_now() {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(error)) => {
-            tracing::warn!(%error, "tower-lock: release failed; the lock ends with its lease");
+            throttled!(warn, %error, "tower-lock: release failed; the lock ends with its lease");
             Ok(())
         }
         Err(guard) => Err(release(guard)),
@@ -284,10 +285,10 @@ fn release(guard: LockGuard) -> BoxFuture<()> {
         let key = guard.key().clone();
         match guard.release_promptly().await {
             Some(Err(error)) => {
-                tracing::warn!(%key, %error, "tower-lock: release failed; the lock ends with its lease");
+                throttled!(warn, %key, %error, "tower-lock: release failed; the lock ends with its lease");
             }
             None => {
-                tracing::warn!(%key, "tower-lock: lock backend unreachable; answering now and releasing in the background");
+                throttled!(warn, %key, "tower-lock: lock backend unreachable; answering now and releasing in the background");
             }
             Some(Ok(_)) => {}
         }

@@ -24,6 +24,7 @@ use crate::error::LockError;
 use crate::http::held::HeldLock;
 use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
+use crate::telemetry::throttled;
 
 /// What happened before the inner service is called.
 pub(super) enum Start {
@@ -130,7 +131,8 @@ fn manager(config: &Config, parts: &Parts) -> Result<LockManager, LockRejection>
     match parts.extensions.get::<LockManager>() {
         Some(manager) => Ok(manager.clone()),
         None => {
-            tracing::error!(
+            throttled!(
+                error,
                 "tower-lock: no LockManager for this request: add `.layer(Extension(lock_manager))` \
                  outside the LockLayer, or `LockLayer::manager(..)`; answering 500"
             );
@@ -174,7 +176,7 @@ fn lock_request(
         Err(LockRejection::MissingKey { .. }) if config.allow_missing_key => return Err(None),
         Err(rejection) => {
             if let LockRejection::Misplaced { .. } = rejection {
-                tracing::error!("tower-lock: {rejection}");
+                throttled!(error, "tower-lock: {rejection}");
             }
             return Err(Some(rejection));
         }
@@ -204,7 +206,7 @@ fn finish(
         }
         Err(LockError::Unavailable(error)) if config.fail_open => {
             let key = key.map_or("", LockKey::as_str);
-            tracing::warn!(%error, key, "tower-lock: backend unavailable; running without the lock (fail open)");
+            throttled!(warn, %error, key, "tower-lock: backend unavailable; running without the lock (fail open)");
             unlocked(config, parts, body)
         }
         Err(error) => {

@@ -1,0 +1,150 @@
+//! What tower-lock tells operators: tracing spans and events under one stable target,
+//! warnings that repeat at most every few seconds, and (with the `metrics` feature)
+//! counters and histograms labelled by lock kind.
+//!
+//! Spans, all at DEBUG under the target `tower_lock`:
+//! - `acquire` (`key`, `kind`, `wait_ms`; recorded at the end: `waited_ms`, `outcome` =
+//!   `acquired`, `busy`, `timed_out`, `unavailable`, `invalid_name`, `lost` or `cancelled`);
+//! - `hold` (`key`, `kind`, `owner`), open while the lock is held, from the span current
+//!   where it was acquired (the request's, under the layer);
+//! - `release` (inside `hold`; recorded: `outcome` = `unlocked`, `handed_over`,
+//!   `still_held`, `not_held` or `failed`, and `held_ms` for the last hold).
+//!
+//! Warnings (loss, failed renewals and releases, an unreachable backend) go to the same
+//! target; those that a down backend repeats for every request or lock are rate-limited
+//! ([`throttled!`]).
+
+#[cfg(feature = "metrics")]
+mod metrics;
+mod throttle;
+
+use std::time::Duration;
+
+use tracing::field::Empty;
+use tracing::Span;
+
+pub(crate) use throttle::{throttled, Throttle};
+
+use crate::error::{BackendError, LockError, Released};
+use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
+
+/// The `target` of every span and event of tower-lock (filter with `tower_lock=debug`).
+pub(crate) const TARGET: &str = "tower_lock";
+
+/// The span of one acquisition.
+pub(crate) fn acquire_span(key: &LockKey, kind: LockKind, wait: Duration) -> Span {
+    tracing::debug_span!(
+        target: TARGET,
+        "acquire",
+        key = %key,
+        kind = kind.name(),
+        wait_ms = millis(wait),
+        waited_ms = Empty,
+        outcome = Empty,
+    )
+}
+
+/// The span of a hold, open while the lock is held.
+pub(crate) fn hold_span(key: &LockKey, kind: LockKind, owner: &OwnerId) -> Span {
+    tracing::debug_span!(
+        target: TARGET,
+        "hold",
+        key = %key,
+        kind = kind.name(),
+        owner = %owner,
+    )
+}
+
+/// The span of one release, inside its hold's.
+pub(crate) fn release_span(hold: &Span) -> Span {
+    tracing::debug_span!(
+        target: TARGET,
+        parent: hold,
+        "release",
+        outcome = Empty,
+        held_ms = Empty,
+    )
+}
+
+/// What an acquisition came to, in its span and the metrics. `wait`: the wait it was
+/// given (a refusal after no wait is `busy`, after a wait `timed_out`).
+pub(crate) fn acquired(
+    span: &Span,
+    kind: LockKind,
+    wait: Duration,
+    waited: Duration,
+    result: Result<(), &LockError>,
+) {
+    let outcome = match result {
+        Ok(()) => "acquired",
+        Err(LockError::TimedOut { .. }) if wait.is_zero() => "busy",
+        Err(LockError::TimedOut { .. }) => "timed_out",
+        Err(LockError::Unavailable(_)) => "unavailable",
+        Err(LockError::InvalidName { .. }) => "invalid_name",
+        Err(LockError::Lost { .. }) => "lost",
+    };
+    span.record("waited_ms", millis(waited));
+    span.record("outcome", outcome);
+    #[cfg(feature = "metrics")]
+    metrics::acquired(kind, outcome, waited);
+    #[cfg(not(feature = "metrics"))]
+    let _ = kind;
+}
+
+/// An acquisition dropped before it was answered.
+pub(crate) fn cancelled(span: &Span, waited: Duration) {
+    span.record("waited_ms", millis(waited));
+    span.record("outcome", "cancelled");
+}
+
+/// What a release came to; `held` says how long the lock was held, asked only for the
+/// owner's last hold (the lock's end here) and only when someone listens.
+pub(crate) fn released(
+    span: &Span,
+    kind: LockKind,
+    result: &Result<Released, BackendError>,
+    last: bool,
+    held: impl FnOnce() -> Duration,
+) {
+    let outcome = match result {
+        Ok(Released::Unlocked) => "unlocked",
+        Ok(Released::HandedOver) => "handed_over",
+        Ok(Released::StillHeld) => "still_held",
+        Ok(Released::NotHeld) => "not_held",
+        Err(_) => "failed",
+    };
+    span.record("outcome", outcome);
+    #[cfg(feature = "metrics")]
+    let held = last.then(held);
+    #[cfg(not(feature = "metrics"))]
+    let held = (last && !span.is_disabled()).then(held);
+    if let Some(held) = held {
+        span.record("held_ms", millis(held));
+    }
+    #[cfg(feature = "metrics")]
+    metrics::released(kind, result.is_err(), held);
+    #[cfg(not(feature = "metrics"))]
+    let _ = kind;
+}
+
+/// A hold found lost (counted once per hold).
+pub(crate) fn lost(kind: LockKind) {
+    #[cfg(feature = "metrics")]
+    metrics::lost(kind);
+    #[cfg(not(feature = "metrics"))]
+    let _ = kind;
+}
+
+/// A renewal that failed with a backend error.
+pub(crate) fn renewal_failed(kind: LockKind) {
+    #[cfg(feature = "metrics")]
+    metrics::backend_error(kind);
+    #[cfg(not(feature = "metrics"))]
+    let _ = kind;
+}
+
+/// Milliseconds, fractional, for span fields.
+fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,141 @@
+//! The `metrics` feature: counters and histograms labelled by lock kind, never by key.
+//! Run by `scripts/test.sh` as `cargo test --features metrics --test metrics`.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
+use tower_lock::backend::MemoryBackend;
+use tower_lock::{LockError, LockManager, Released};
+
+/// One histogram's samples.
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+/// A recorder that keeps every counter and histogram by name and labels.
+#[derive(Default)]
+struct Capture {
+    counters: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+    histograms: Mutex<BTreeMap<String, Arc<Samples>>>,
+}
+
+/// `name{label=value,…}`.
+fn id(key: &Key) -> String {
+    let labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl Recorder for Capture {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        let mut counters = self.counters.lock().unwrap();
+        Counter::from_arc(counters.entry(id(key)).or_default().clone())
+    }
+
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        let mut histograms = self.histograms.lock().unwrap();
+        Histogram::from_arc(histograms.entry(id(key)).or_default().clone())
+    }
+}
+
+/// The recorder, installed once for this test process.
+fn capture() -> &'static Capture {
+    static CAPTURE: OnceLock<&'static Capture> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let capture: &'static Capture = Box::leak(Box::default());
+        metrics::set_global_recorder(capture).expect("the only recorder");
+        capture
+    })
+}
+
+impl Capture {
+    fn counter(&self, name: &str) -> u64 {
+        let counters = self.counters.lock().unwrap();
+        counters
+            .get(&format!("{name}{{kind=exclusive}}"))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn samples(&self, name: &str) -> Vec<f64> {
+        let histograms = self.histograms.lock().unwrap();
+        histograms
+            .get(&format!("{name}{{kind=exclusive}}"))
+            .map_or_else(Vec::new, |h| h.0.lock().unwrap().clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_and_histograms_by_kind() {
+    let capture = capture();
+    let memory = MemoryBackend::new();
+    let locks = LockManager::builder()
+        .lease(Duration::from_millis(300))
+        .backend(memory.clone());
+    let name = support::unique("metrics");
+
+    let guard = locks.lock(&name).acquire().await.unwrap();
+    assert_eq!(capture.counter("tower_lock_acquired_total"), 1);
+    assert_eq!(capture.samples("tower_lock_wait_seconds").len(), 1);
+
+    assert!(locks.lock(&name).try_acquire().await.is_err());
+    assert_eq!(capture.counter("tower_lock_busy_total"), 1);
+    let waited = locks
+        .lock(&name)
+        .wait(Duration::from_millis(20))
+        .acquire()
+        .await;
+    assert!(matches!(waited, Err(LockError::TimedOut { .. })));
+    assert_eq!(capture.counter("tower_lock_timed_out_total"), 1);
+
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    let held = capture.samples("tower_lock_hold_seconds");
+    assert_eq!(held.len(), 1);
+    assert!(held[0] >= 0.0);
+
+    // A lock deleted behind its holder: the watchdog finds it gone.
+    let guard = locks.lock(&name).acquire().await.unwrap();
+    assert!(memory.force_unlock(guard.key()));
+    guard.lost().await;
+    assert_eq!(capture.counter("tower_lock_lost_total"), 1);
+    drop(guard);
+
+    // An unreachable backend.
+    let unreachable = format!("redis://127.0.0.1:{}", support::free_port());
+    let down = LockManager::builder()
+        .redis_lazy(&unreachable)
+        .await
+        .unwrap();
+    let refused = down.lock(&name).try_acquire().await;
+    assert!(matches!(refused, Err(LockError::Unavailable(_))));
+    assert_eq!(capture.counter("tower_lock_backend_errors_total"), 1);
+
+    // Labelled by kind only: no key in any metric's labels.
+    let names: Vec<String> = capture.counters.lock().unwrap().keys().cloned().collect();
+    assert!(
+        names.iter().all(|n| n.ends_with("{kind=exclusive}")),
+        "{names:?}"
+    );
+    assert_eq!(capture.counter("tower_lock_acquired_total"), 2);
+}
