@@ -22,6 +22,8 @@ for features in "" "redis" "axum" "metrics"; do
   cargo clippy --lib --quiet --no-default-features --features "$features" -- -D warnings
 done
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+# The package builds as published (only the library, its docs and the licences).
+cargo publish --dry-run --allow-dirty --quiet
 cargo test
 # The metrics feature's own test (left out of the default features).
 cargo test --features metrics --test metrics
