@@ -199,18 +199,9 @@ async fn restart_while_held_follows_the_lost_lock_policy() {
         .redis(&server.url())
         .await
         .unwrap();
-    let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
+    let (slow, mut entered) = support::http::stalled();
     let app = Router::new()
-        .route(
-            "/orders/{orderId}/slow",
-            post(move || {
-                let entered_tx = entered_tx.clone();
-                async move {
-                    let _ = entered_tx.send(());
-                    std::future::pending::<&'static str>().await
-                }
-            }),
-        )
+        .route("/orders/{orderId}/slow", slow)
         .route("/orders/{orderId}", post(|| async { "ok" }))
         .route_layer(LockLayer::by_path_param("orderId").abort_on_lost())
         .layer(Extension(locks));
@@ -245,23 +236,9 @@ async fn an_outage_is_answered_with_503_at_once() {
         .unwrap()
         .command_timeout(COMMAND_LIMIT);
     let locks = LockManager::builder().backend(backend);
-    let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
-    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (hold_route, mut holding) = support::http::holding("held");
     let app = Router::new()
-        .route(
-            "/orders/{orderId}/hold",
-            post({
-                let release = release.clone();
-                move || {
-                    let (entered_tx, release) = (entered_tx.clone(), release.clone());
-                    async move {
-                        let _ = entered_tx.send(());
-                        release.notified().await;
-                        "held"
-                    }
-                }
-            }),
-        )
+        .route("/orders/{orderId}/hold", hold_route)
         .route("/orders/{orderId}", post(|| async { "ok" }))
         .route_layer(
             LockLayer::by_path_param("orderId")
@@ -272,7 +249,7 @@ async fn an_outage_is_answered_with_503_at_once() {
         let app = app.clone();
         async move { call(&app, "/orders/1/hold").await }
     });
-    entered.recv().await.unwrap();
+    holding.entered.recv().await.unwrap();
     let waiting = tokio::spawn({
         let app = app.clone();
         async move { call(&app, "/orders/1").await }
@@ -354,7 +331,7 @@ async fn an_outage_is_answered_with_503_at_once() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "not busy: {body}");
 
     server.resume();
-    release.notify_one();
+    holding.release.notify_one();
     let _ = holder.await;
     serves_again(&app, "/orders/1").await;
 }

@@ -58,7 +58,12 @@ async fn dropped_guard_frees_the_lock(backend: BackendUnderTest) {
             .unwrap_or_else(|e| panic!("dropped outside the runtime: {outside_the_runtime}: {e}"));
         let _ = next.release().await.unwrap();
     }
-    assert_eq!(ctx.manager.stats(), Default::default());
+    // The dropped guard's release runs in a task of its own: when it hands the lock over,
+    // the next holder can run (and release) before that task has counted its own release.
+    support::eventually("nothing left behind", || async {
+        (ctx.manager.stats() == Default::default()).then_some(())
+    })
+    .await;
 }
 
 async fn dropped_acquires_leave_nothing_held(backend: BackendUnderTest) {

@@ -10,7 +10,7 @@ use http::{Request, StatusCode};
 use tower::ServiceExt;
 use tower_lock::{HeldLock, KeySource, LockLayer, LockManager, LockManagerState, Lockable, Locked};
 
-use crate::helpers::{manager, oneshot};
+use crate::helpers::{manager, oneshot, respond};
 use crate::support;
 use crate::support::order::OrderId;
 use crate::support::suite::{backend_suite, BackendUnderTest};
@@ -131,15 +131,7 @@ async fn layer_with_its_own_manager(backend: BackendUnderTest) {
             if let Some(account) = account {
                 request = request.header("x-account", account);
             }
-            let response = app
-                .oneshot(request.body(Body::empty()).unwrap())
-                .await
-                .unwrap();
-            let status = response.status();
-            let body = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
-                .await
-                .unwrap();
-            (status, String::from_utf8_lossy(&body).into_owned())
+            respond(&app, request.body(Body::empty()).unwrap()).await
         }
     };
     let (status, body) = send("/orders/78/refund", None).await;

@@ -19,18 +19,15 @@ pub async fn manager(backend: BackendUnderTest) -> LockManager {
         .await
 }
 
+/// Sends a request with no body and no headers.
 pub async fn oneshot(app: &Router, method: &str, uri: &str) -> (StatusCode, String) {
-    let response = app
-        .clone()
-        .oneshot(
-            Request::builder()
-                .method(method)
-                .uri(uri)
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let request = Request::builder().method(method).uri(uri);
+    respond(app, request.body(Body::empty()).unwrap()).await
+}
+
+/// Sends `request`: the status and the body as text.
+pub async fn respond(app: &Router, request: Request<Body>) -> (StatusCode, String) {
+    let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let body = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
         .await

@@ -9,13 +9,13 @@ use axum::extract::Path;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use http::{Request, StatusCode};
-use tokio::sync::{mpsc, Barrier, Notify};
+use tokio::sync::Barrier;
 use tower::ServiceExt;
 use tower_lock::{HeldLock, LockLayer, LockManager};
 
 use crate::helpers::{manager, oneshot, Inside};
 use crate::support;
-use crate::support::http::{request, send, serve};
+use crate::support::http::{holding, request, send, serve, stalled};
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
 async fn one_key_at_a_time_other_keys_in_parallel(backend: BackendUnderTest) {
@@ -73,18 +73,9 @@ async fn one_key_at_a_time_other_keys_in_parallel(backend: BackendUnderTest) {
 }
 
 async fn disconnect_frees_the_lock(backend: BackendUnderTest) {
-    let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
+    let (slow, mut entered) = stalled();
     let app = Router::new()
-        .route(
-            "/orders/{orderId}/slow",
-            post(move || {
-                let entered_tx = entered_tx.clone();
-                async move {
-                    let _ = entered_tx.send(());
-                    std::future::pending::<()>().await;
-                }
-            }),
-        )
+        .route("/orders/{orderId}/slow", slow)
         .route("/orders/{orderId}/fast", post(|| async { "done" }))
         .route_layer(LockLayer::by_path_param("orderId").key_prefix("order:"))
         .layer(Extension(manager(backend).await));
@@ -98,28 +89,14 @@ async fn disconnect_frees_the_lock(backend: BackendUnderTest) {
 }
 
 async fn busy_answers_409_with_retry_after(backend: BackendUnderTest) {
-    let release = Arc::new(Notify::new());
-    let (entered_tx, mut entered) = mpsc::unbounded_channel::<()>();
+    let (route, mut holding) = holding("ok");
     let app = Router::new()
-        .route(
-            "/orders/{orderId}",
-            post({
-                let release = release.clone();
-                move || {
-                    let (release, entered_tx) = (release.clone(), entered_tx.clone());
-                    async move {
-                        let _ = entered_tx.send(());
-                        release.notified().await;
-                        "ok"
-                    }
-                }
-            }),
-        )
+        .route("/orders/{orderId}", route)
         .route_layer(LockLayer::by_path_param("orderId").wait(Duration::from_millis(100)))
         .layer(Extension(manager(backend).await));
     let addr = serve(app).await;
     let first = tokio::spawn(request(addr, "POST", "/orders/5", &[]));
-    entered.recv().await.unwrap();
+    holding.entered.recv().await.unwrap();
     let busy = request(addr, "POST", "/orders/5", &[]).await;
     assert_eq!(busy.status, 409);
     let retry_after: u64 = busy
@@ -136,7 +113,7 @@ async fn busy_answers_409_with_retry_after(backend: BackendUnderTest) {
         "the body names the busy key: {}",
         busy.body
     );
-    release.notify_one();
+    holding.release.notify_one();
     assert_eq!(first.await.unwrap().status, 200);
 }
 

@@ -103,3 +103,48 @@ pub async fn request(
 ) -> Reply {
     read(send(addr, method, path, headers).await).await
 }
+
+/// What a [`holding`] route reports: a request has entered its handler, and the test lets
+/// it finish.
+pub struct Holding {
+    /// Receives `()` each time a request enters the handler.
+    pub entered: tokio::sync::mpsc::UnboundedReceiver<()>,
+    /// `notify_one` lets one waiting handler finish.
+    pub release: std::sync::Arc<tokio::sync::Notify>,
+}
+
+/// A POST route whose handler says it has started, then waits for the test's release before
+/// it answers `answer`: a request that holds its lock until the test lets it go.
+pub fn holding(answer: &'static str) -> (axum::routing::MethodRouter, Holding) {
+    let (entered_tx, entered) = tokio::sync::mpsc::unbounded_channel();
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let handler = {
+        let release = release.clone();
+        move || {
+            let (entered_tx, release) = (entered_tx.clone(), release.clone());
+            async move {
+                let _ = entered_tx.send(());
+                release.notified().await;
+                answer
+            }
+        }
+    };
+    (axum::routing::post(handler), Holding { entered, release })
+}
+
+/// A POST route whose handler says it has started, then never finishes (until its request
+/// is dropped): for requests cancelled or aborted mid-handler.
+pub fn stalled() -> (
+    axum::routing::MethodRouter,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    let (entered_tx, entered) = tokio::sync::mpsc::unbounded_channel();
+    let handler = move || {
+        let entered_tx = entered_tx.clone();
+        async move {
+            let _ = entered_tx.send(());
+            std::future::pending::<&'static str>().await
+        }
+    };
+    (axum::routing::post(handler), entered)
+}
