@@ -69,6 +69,7 @@ pub(crate) fn release_span(hold: &Span) -> Span {
 
 /// What an acquisition came to, in its span and the metrics. `wait`: the wait it was
 /// given (a refusal after no wait is `busy`, after a wait `timed_out`).
+#[inline]
 pub(crate) fn acquired(
     span: &Span,
     kind: LockKind,
@@ -76,6 +77,10 @@ pub(crate) fn acquired(
     waited: Duration,
     result: Result<(), &LockError>,
 ) {
+    // Nothing to do for nobody: no span listened to, no metrics built in.
+    if cfg!(not(feature = "metrics")) && span.is_disabled() {
+        return;
+    }
     let outcome = match result {
         Ok(()) => "acquired",
         Err(LockError::TimedOut { .. }) if wait.is_zero() => "busy",
@@ -94,12 +99,16 @@ pub(crate) fn acquired(
 
 /// An acquisition dropped before it was answered.
 pub(crate) fn cancelled(span: &Span, waited: Duration) {
+    if span.is_disabled() {
+        return;
+    }
     span.record("waited_ms", millis(waited));
     span.record("outcome", "cancelled");
 }
 
 /// What a release came to; `held` says how long the lock was held, asked only for the
 /// owner's last hold (the lock's end here) and only when someone listens.
+#[inline]
 pub(crate) fn released(
     span: &Span,
     kind: LockKind,
@@ -107,6 +116,9 @@ pub(crate) fn released(
     last: bool,
     held: impl FnOnce() -> Duration,
 ) {
+    if cfg!(not(feature = "metrics")) && span.is_disabled() {
+        return;
+    }
     let outcome = match result {
         Ok(Released::Unlocked) => "unlocked",
         Ok(Released::HandedOver) => "handed_over",
@@ -115,10 +127,7 @@ pub(crate) fn released(
         Err(_) => "failed",
     };
     span.record("outcome", outcome);
-    #[cfg(feature = "metrics")]
     let held = last.then(held);
-    #[cfg(not(feature = "metrics"))]
-    let held = (last && !span.is_disabled()).then(held);
     if let Some(held) = held {
         span.record("held_ms", millis(held));
     }
