@@ -54,6 +54,7 @@ impl Want {
 
     /// The hold of this owner, its lease running from `acquired_at`, with the watchdog
     /// scheduled (`spawn_watchdog`) or handed back unstarted.
+    #[inline]
     pub(super) fn hold(
         self,
         manager: Arc<ManagerInner>,

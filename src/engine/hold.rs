@@ -60,6 +60,7 @@ pub(super) struct NewHold {
 
 impl Hold {
     /// A hold with one count, its lease running from `acquired_at`.
+    #[inline]
     pub(super) fn new(new: NewHold) -> Arc<Hold> {
         let margin = new.manager.settings().loss_margin.for_lease(new.lease);
         let span = telemetry::hold_span(&new.key, new.kind, &new.owner);

@@ -33,6 +33,7 @@ use crate::kind::LockKind;
 pub(crate) const TARGET: &str = "tower_lock";
 
 /// The span of one acquisition.
+#[inline]
 pub(crate) fn acquire_span(key: &LockKey, kind: LockKind, wait: Duration) -> Span {
     tracing::debug_span!(
         target: TARGET,
@@ -46,6 +47,7 @@ pub(crate) fn acquire_span(key: &LockKey, kind: LockKind, wait: Duration) -> Spa
 }
 
 /// The span of a hold, open while the lock is held.
+#[inline]
 pub(crate) fn hold_span(key: &LockKey, kind: LockKind, owner: &OwnerId) -> Span {
     tracing::debug_span!(
         target: TARGET,
@@ -57,6 +59,7 @@ pub(crate) fn hold_span(key: &LockKey, kind: LockKind, owner: &OwnerId) -> Span 
 }
 
 /// The span of one release, inside its hold's.
+#[inline]
 pub(crate) fn release_span(hold: &Span) -> Span {
     tracing::debug_span!(
         target: TARGET,
