@@ -24,7 +24,7 @@ use crate::key::{KeyMap, LockKey, OwnerId};
 /// ```
 #[derive(Clone, Default, Debug)]
 pub struct MemoryBackend {
-    shards: Arc<[Shard; SHARDS]>,
+    shards: Arc<[LockShard; SHARDS]>,
 }
 
 /// The lock table is split by name, so that requests for different names on different
@@ -34,7 +34,7 @@ const SHARDS: usize = 16;
 /// One part of the lock table, on a cache line of its own.
 #[derive(Default, Debug)]
 #[repr(align(64))]
-struct Shard(Mutex<Locks>);
+struct LockShard(Mutex<Locks>);
 
 #[derive(Default, Debug)]
 struct Locks {

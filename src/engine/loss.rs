@@ -69,11 +69,11 @@ impl Default for LossMargin {
 /// Cheap to clone; every clone watches the same hold.
 #[derive(Clone, Debug)]
 pub struct LossSignal {
-    inner: Arc<Inner>,
+    inner: Arc<SignalInner>,
 }
 
 #[derive(Debug)]
-struct Inner {
+struct SignalInner {
     lost: AtomicBool,
     notify: Notify,
     /// The loss deadline (the lease end as known, minus the margin).
@@ -83,7 +83,7 @@ struct Inner {
 impl LossSignal {
     fn new(deadline: Instant, lost: bool) -> Self {
         LossSignal {
-            inner: Arc::new(Inner {
+            inner: Arc::new(SignalInner {
                 lost: AtomicBool::new(lost),
                 notify: Notify::new(),
                 deadline: Mutex::new(deadline),

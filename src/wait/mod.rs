@@ -28,13 +28,13 @@ pub(crate) use ticket::{Ticket, Turn};
 /// [`Notices`](crate::backend::Notices).
 #[derive(Clone)]
 pub(crate) struct WaitQueues {
-    inner: Arc<Inner>,
+    inner: Arc<QueuesInner>,
 }
 
-struct Inner {
+struct QueuesInner {
     /// The queues, split by name like the memory backend's table: requests for different
     /// names on different threads seldom take the same mutex.
-    shards: [Shard; SHARDS],
+    shards: [QueueShard; SHARDS],
     /// Signalled when the set of watched names changed (see [`WaitQueues::changed`]).
     changed: Notify,
     /// Signalled when the backend lost its connection (see
@@ -58,10 +58,10 @@ const SHARDS: usize = 16;
 /// One part of the queues, on a cache line of its own.
 #[derive(Default)]
 #[repr(align(64))]
-struct Shard(Mutex<State>);
+struct QueueShard(Mutex<ShardState>);
 
 #[derive(Default)]
-struct State {
+struct ShardState {
     queues: KeyMap<Queue>,
     /// Locks held by this process (number of holders; more than one only across a
     /// hand-over): a newcomer queues behind them instead of trying in vain.
@@ -107,7 +107,7 @@ impl Waiter {
     }
 }
 
-fn lock_shard(shard: &Shard) -> MutexGuard<'_, State> {
+fn lock_shard(shard: &QueueShard) -> MutexGuard<'_, ShardState> {
     // A panic while holding this lock cannot leave the state half-changed in a way that
     // matters more than stopping every waiter would, so keep going.
     shard.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -124,7 +124,7 @@ impl std::fmt::Debug for WaitQueues {
 impl WaitQueues {
     pub(crate) fn new(ready_at_once: bool) -> Self {
         WaitQueues {
-            inner: Arc::new(Inner {
+            inner: Arc::new(QueuesInner {
                 shards: Default::default(),
                 changed: Notify::new(),
                 outage: Notify::new(),
@@ -136,7 +136,7 @@ impl WaitQueues {
     }
 
     /// The part of the queues that holds `key`.
-    fn lock(&self, key: &LockKey) -> MutexGuard<'_, State> {
+    fn lock(&self, key: &LockKey) -> MutexGuard<'_, ShardState> {
         lock_shard(&self.inner.shards[key.shard(SHARDS)])
     }
 
@@ -158,7 +158,7 @@ impl WaitQueues {
     }
 
     /// Every part of the queues, one after the other.
-    fn each_shard(&self) -> impl Iterator<Item = MutexGuard<'_, State>> {
+    fn each_shard(&self) -> impl Iterator<Item = MutexGuard<'_, ShardState>> {
         self.inner.shards.iter().map(lock_shard)
     }
 
@@ -228,7 +228,7 @@ impl WaitQueues {
         }
     }
 
-    fn wake_next(&self, state: &mut State, key: &LockKey, wake: Wake) {
+    fn wake_next(&self, state: &mut ShardState, key: &LockKey, wake: Wake) {
         let Some(queue) = state.queues.get_mut(key) else {
             return;
         };

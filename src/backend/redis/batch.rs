@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use super::arguments::arguments;
 use super::commands::eval_script;
 use super::layout::Layout;
-use super::Inner;
+use super::BackendInner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
 use crate::key::{LockKey, OwnerId};
@@ -87,14 +87,14 @@ struct QueuedOperation {
 
 /// Operations waiting for a send slot.
 pub(super) struct Batcher {
-    state: Mutex<State>,
+    state: Mutex<BatcherState>,
     /// The runtime that batches are sent from: the client's (where it was made), so that
     /// a batch does not die with the runtime of the caller that happened to free a slot.
     runtime: Option<tokio::runtime::Handle>,
 }
 
 #[derive(Default)]
-struct State {
+struct BatcherState {
     /// Sends (single or batch) on their way to Redis.
     in_flight: usize,
     /// Counts the times the connection was found down: sends of an earlier generation may
@@ -114,7 +114,7 @@ impl Batcher {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, BatcherState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -160,7 +160,7 @@ impl Future for Submitted {
 
 /// Sends `operation` now if a send slot is free, else with the next batch. Fails at once
 /// while the client knows its connection is down: nothing waits for a reconnect.
-pub(super) fn submit(inner: &Arc<Inner>, operation: Operation) -> Submitted {
+pub(super) fn submit(inner: &Arc<BackendInner>, operation: Operation) -> Submitted {
     let mut state = inner.batcher.state();
     if !inner.commands.is_connected() {
         state.connection_lost();
@@ -194,7 +194,7 @@ fn disconnected() -> BackendError {
     BackendError::new("the connection to Redis is down (reconnecting); not waiting for it")
 }
 
-impl State {
+impl BatcherState {
     /// The connection is down: queued operations fail now (they were never sent), and the
     /// sends on their way stop counting (they may hang until their time limit; operations
     /// after a reconnect must not queue behind them).
@@ -209,9 +209,9 @@ impl State {
     }
 }
 
-/// A send slot of one generation (see [`State::generation`]), freed on drop: the queue
+/// A send slot of one generation (see [`BatcherState::generation`]), freed on drop: the queue
 /// gets it.
-struct SendSlot(Arc<Inner>, u64);
+struct SendSlot(Arc<BackendInner>, u64);
 
 impl Drop for SendSlot {
     fn drop(&mut self) {
@@ -224,7 +224,7 @@ impl Drop for SendSlot {
 }
 
 /// Sends queued operations in batches while send slots are free.
-fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
+fn send_queued<'a>(inner: &'a Arc<BackendInner>, mut state: MutexGuard<'a, BatcherState>) {
     if !state.queue.is_empty() && !inner.commands.is_connected() {
         state.connection_lost();
         return;
@@ -281,7 +281,7 @@ fn send_queued<'a>(inner: &'a Arc<Inner>, mut state: MutexGuard<'a, State>) {
 }
 
 /// Runs `operations` in script calls (one per cluster slot) and returns one reply each.
-async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
+async fn send(inner: &Arc<BackendInner>, operations: Vec<Operation>) -> Vec<Reply> {
     if !inner.commands.first().is_clustered() || operations.len() == 1 {
         return call(inner, &operations).await;
     }
@@ -319,7 +319,7 @@ async fn send(inner: &Arc<Inner>, operations: Vec<Operation>) -> Vec<Reply> {
 }
 
 /// One script call for `operations` (all in one slot).
-async fn call(inner: &Arc<Inner>, operations: &[Operation]) -> Vec<Reply> {
+async fn call(inner: &Arc<BackendInner>, operations: &[Operation]) -> Vec<Reply> {
     let layout = Layout::of(operations);
     let arguments = || arguments(operations, &layout, inner.batch.sha1());
     let reply = |value: Value, operation: &Operation| match value {

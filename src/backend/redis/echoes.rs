@@ -11,17 +11,17 @@ use crate::key::{KeyMap, KeySet, LockKey};
 /// still to come back on them.
 #[derive(Default)]
 pub(super) struct Echoes {
-    state: Mutex<State>,
+    state: Mutex<EchoState>,
 }
 
 #[derive(Default)]
-struct State {
+struct EchoState {
     subscribed: KeySet,
     expected: KeyMap<u32>,
 }
 
 impl Echoes {
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, EchoState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -52,10 +52,10 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
 /// reconnect.
 #[derive(Clone)]
 pub struct RedisBackend {
-    inner: Arc<Inner>,
+    inner: Arc<BackendInner>,
 }
 
-struct Inner {
+struct BackendInner {
     commands: Commands,
     subscriber: SubscriberClient,
     options: Options,
@@ -180,7 +180,7 @@ impl RedisBackend {
         let first = commands.first();
         let sharded = first.is_clustered() && first.server_version().is_none_or(|v| v.major >= 7);
         RedisBackend {
-            inner: Arc::new(Inner {
+            inner: Arc::new(BackendInner {
                 sharded,
                 replica_ack: None,
                 unacknowledged: AtomicU64::new(0),
@@ -259,7 +259,7 @@ impl RedisBackend {
     }
 }
 
-impl Inner {
+impl BackendInner {
     /// The client the next lock command goes through (always the first with replica
     /// acknowledgement: see [`RedisBackend::from_pool`]).
     fn next_client(&self) -> &Client {
@@ -270,7 +270,7 @@ impl Inner {
     }
 }
 
-impl Drop for Inner {
+impl Drop for BackendInner {
     fn drop(&mut self) {
         for task in self
             .tasks

@@ -14,13 +14,13 @@ use crate::telemetry::TARGET;
 /// The renewal schedule of a manager's held locks.
 #[derive(Default)]
 pub(crate) struct Renewals {
-    state: Mutex<State>,
+    state: Mutex<ScheduleState>,
     /// Wakes the task: an earlier renewal was scheduled, or the manager is gone.
     wake: Arc<Notify>,
 }
 
 #[derive(Default)]
-struct State {
+struct ScheduleState {
     due: BTreeMap<(Instant, u64), (Arc<Hold>, Keeper)>,
     next_id: u64,
     running: bool,
@@ -31,7 +31,7 @@ struct State {
 }
 
 impl Renewals {
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, ScheduleState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -58,7 +58,7 @@ where
     S: Service<Request<Body>>,
 {
     #[pin]
-    state: State<S::Future, S::Response, S::Error>,
+    state: ResponseState<S::Future, S::Response, S::Error>,
     /// The inner service, while the lock is still being taken.
     service: Option<S>,
     /// Kept only where a later step needs it (a lock to wait for, an abort on loss): a
@@ -82,7 +82,7 @@ impl<B> Answer<http::Response<B>> {
 }
 
 #[pin_project(project = StateProj)]
-enum State<F, R, E> {
+enum ResponseState<F, R, E> {
     /// Reading the body, then taking the lock.
     ReadingBody {
         start: BoxFuture<Start>,
@@ -117,8 +117,8 @@ where
     /// Calls `service` once the start is over.
     pub(super) fn later(later: Later, service: S, config: Arc<Config>) -> Self {
         let state = match later {
-            Later::ReadBody(start) => State::ReadingBody { start },
-            Later::Acquire(acquiring) => State::Acquiring {
+            Later::ReadBody(start) => ResponseState::ReadingBody { start },
+            Later::Acquire(acquiring) => ResponseState::Acquiring {
                 acquiring: Some(acquiring),
             },
         };
@@ -132,7 +132,7 @@ where
     /// Started at once: the inner service is called (or the request rejected) now.
     pub(super) fn started(start: Start, service: &mut S, config: &Arc<Config>) -> Self {
         let state = match start {
-            Start::Locked(request, guard, watchdog) => State::Calling {
+            Start::Locked(request, guard, watchdog) => ResponseState::Calling {
                 watchdog: match watchdog {
                     Some(keeper) => Watchdog::Unstarted(keeper),
                     // An explicit lease ends on its own: aborting means watching for that
@@ -143,12 +143,12 @@ where
                 inner: service.call(request),
                 guard: Some(guard),
             },
-            Start::Unlocked(request) => State::Calling {
+            Start::Unlocked(request) => ResponseState::Calling {
                 watchdog: Watchdog::Off,
                 inner: service.call(request),
                 guard: None,
             },
-            Start::Rejected(rejection) => State::Rejected {
+            Start::Rejected(rejection) => ResponseState::Rejected {
                 response: Some(config.respond(rejection)),
             },
         };
@@ -187,7 +187,7 @@ where
                 }
                 StateProj::Rejected { response } => {
                     let response = response.take().expect("a rejection is answered once");
-                    this.state.set(State::Done);
+                    this.state.set(ResponseState::Done);
                     return Poll::Ready(Ok(response.map(LockResponseBody::rejection)));
                 }
                 StateProj::Calling {
@@ -213,7 +213,7 @@ where
                             };
                             let key = guard.key().clone();
                             let response = config.respond(LockRejection::Lost { key });
-                            this.state.set(State::Releasing {
+                            this.state.set(ResponseState::Releasing {
                                 release: release(guard),
                                 output: Some(Ok(Answer::Rejection(response))),
                             });
@@ -224,11 +224,11 @@ where
                     let pending = match guard.take().map(release_now) {
                         Some(Err(release)) => release,
                         Some(Ok(())) | None => {
-                            this.state.set(State::Done);
+                            this.state.set(ResponseState::Done);
                             return Poll::Ready(output.map(Answer::into_response));
                         }
                     };
-                    this.state.set(State::Releasing {
+                    this.state.set(ResponseState::Releasing {
                         release: pending,
                         output: Some(output),
                     });
@@ -236,7 +236,7 @@ where
                 StateProj::Releasing { release, output } => {
                     ready!(release.as_mut().poll(cx));
                     let output = output.take().expect("the output is kept until released");
-                    this.state.set(State::Done);
+                    this.state.set(ResponseState::Done);
                     return Poll::Ready(output.map(Answer::into_response));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
@@ -250,7 +250,7 @@ fn call<S>(
     start: Start,
     service: &mut Option<S>,
     config: &Arc<Config>,
-) -> State<S::Future, S::Response, S::Error>
+) -> ResponseState<S::Future, S::Response, S::Error>
 where
     S: Service<Request<Body>>,
 {
