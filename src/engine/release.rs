@@ -100,8 +100,8 @@ impl Hold {
             let round_trip = sent.elapsed();
             if let Some(offer) = offer {
                 // The waiter learns the outcome now; re-sends below only free the lock.
-                // Anything but the backend's word that it made the waiter the owner (a
-                // lock found gone, an error) drops the offer: the waiter tries itself.
+                // Without the backend's word that it made the waiter the owner, the waiter
+                // tries itself (after an error, knowing that it may own the lock).
                 hand_over(this, offer, &reply, args.successor.take(), sent);
             }
             let mut resent = false;
@@ -204,7 +204,9 @@ impl Hold {
 }
 
 /// Tells the waiter offered the lock how its hand-over went: the lock is its own only on
-/// the backend's word. A waiter that left meanwhile has the lock released in its name.
+/// the backend's word. With no answer (an error) the hand-over may have landed: the waiter
+/// tries itself and, if it leaves first, releases it in its own name. A waiter that left
+/// meanwhile has the lock released in its name.
 fn hand_over(
     this: &Hold,
     offer: Offer,
@@ -212,14 +214,16 @@ fn hand_over(
     successor: Option<Successor>,
     sent: Instant,
 ) {
-    let handed = matches!(
-        reply,
+    let waiter_stayed = match reply {
         Ok(ReleaseReply {
             released: Released::HandedOver,
             ..
-        })
-    );
-    if !handed || offer.handed(sent) {
+        }) => offer.handed(sent),
+        Err(_) => offer.unknown(),
+        // Freed, or not ours: nothing was handed over; the dropped offer lets it try.
+        Ok(_) => return,
+    };
+    if waiter_stayed {
         return;
     }
     let manager = this.manager();

@@ -30,6 +30,10 @@ pub(super) enum OfferState {
     /// The backend made it the owner; its lease runs from this instant (when the release
     /// was sent).
     Handed(Instant),
+    /// The release that offered it the lock got no answer: the hand-over may have landed.
+    /// The waiter tries itself (an attempt finds a landed hand-over in its name and reports
+    /// it acquired); if it leaves first, the lock is released in its name.
+    Unknown,
     /// It left the queue (gave up, or was dropped).
     Gone,
 }
@@ -66,6 +70,23 @@ impl Offer {
         *offer = OfferState::Handed(sent);
         drop(offer);
         self.waiter.wake.notify_one();
+        true
+    }
+}
+
+impl Offer {
+    /// The release, sent with this offer, got no answer (an error): the waiter may own the
+    /// lock. It tries itself. `false`: the waiter left meanwhile, so the lock may be held
+    /// in its name and must be released for it.
+    pub(crate) fn unknown(mut self) -> bool {
+        self.settled = true;
+        let mut offer = self.waiter.offer();
+        if *offer != OfferState::Offered {
+            return false;
+        }
+        *offer = OfferState::Unknown;
+        drop(offer);
+        self.waiter.signal(true);
         true
     }
 }

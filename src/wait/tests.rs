@@ -127,6 +127,47 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     assert_eq!(queues.counts(), (0, 0, 0, 0));
 }
 
+/// A release that offered the lock and got no answer may have handed it over: the waiter
+/// tries itself, and a waiter that leaves without the lock (or had left) has it released
+/// in its name, so that a landed hand-over does not stay held until its lease ends.
+#[tokio::test]
+async fn an_unanswered_hand_over_is_released_by_a_waiter_that_leaves() {
+    let queues = WaitQueues::new(true);
+    let key = LockKey::new("", "order", 64).unwrap();
+    // A head that tried, found the lock busy and waits: a release may offer it the lock.
+    let idle_head = |owner: &str| {
+        let ticket = waiting(&queues, &key, owner);
+        assert!(matches!(ticket.turn(), Turn::Try));
+        ticket.busy(None);
+        let Some(offer) = queues.offer_next(&key, 8) else {
+            panic!("an idle head")
+        };
+        (ticket, offer)
+    };
+
+    let (mut first, offer) = idle_head("a:1");
+    assert!(offer.unknown(), "the waiter is still there");
+    assert!(matches!(first.turn(), Turn::Try), "it tries itself at once");
+    first.busy(None);
+    assert!(
+        first.leave().is_none(),
+        "its own attempt found the lock busy: nothing of its to release"
+    );
+
+    let (mut second, offer) = idle_head("a:2");
+    assert!(offer.unknown());
+    assert_eq!(
+        second.leave().map(|owner| owner.as_str().to_owned()),
+        Some("a:2".to_owned()),
+        "left before trying: release what may be in its name"
+    );
+
+    let (mut third, offer) = idle_head("a:3");
+    assert!(third.leave().is_none(), "left before the outcome");
+    assert!(!offer.unknown(), "the release learns the waiter left");
+    assert_eq!(queues.counts(), (0, 0, 0, 0));
+}
+
 /// After a release that freed the lock while other processes listen, the head holds back
 /// for the courtesy delay; an unlock from another process ends it early.
 #[tokio::test(start_paused = true)]

@@ -83,8 +83,8 @@ impl Ticket {
         self.acquired_for = Some(lease);
     }
 
-    /// Leaves the queue. `Some`: a release handed this waiter the lock and it did not take
-    /// it ([`acquired`](Self::acquired) was not called): the caller must release it for
+    /// Leaves the queue. `Some`: a release handed this waiter the lock (or may have: it got
+    /// no answer) and it did not take it ([`acquired`](Self::acquired) was not called): the caller must release it for
     /// the waiter, under the waiter's owner id. Dropping the ticket leaves too, and ignores
     /// that case.
     pub(crate) fn leave(&mut self) -> Option<OwnerId> {
@@ -93,8 +93,12 @@ impl Ticket {
         }
         let mut state = self.queues.lock(&self.key);
         let before = std::mem::replace(&mut *self.waiter.offer(), OfferState::Gone);
+        // Handed the lock (or maybe, by a release that got no answer) and leaving without
+        // it: the caller releases it in this waiter's name.
         let orphaned = match before {
-            OfferState::Handed(_) if self.acquired_for.is_none() => Some(self.waiter.owner.clone()),
+            OfferState::Handed(_) | OfferState::Unknown if self.acquired_for.is_none() => {
+                Some(self.waiter.owner.clone())
+            }
             _ => None,
         };
         let Some(queue) = state.queues.get_mut(&self.key) else {
