@@ -164,7 +164,7 @@ impl LockRequest {
         };
         let (kind, wait) = (self.kind, self.wait);
         let span = telemetry::acquire_span(&key, kind, wait);
-        let mut record = Outcome::new(&span);
+        let mut record = CancelRecord::new(&span);
         let want = self.want(key);
         let granted = self.grant(&want).instrument(span.clone()).await;
         let waited = record.done();
@@ -203,16 +203,16 @@ fn invalid_name(error: LockError) -> LockError {
 
 /// Records `cancelled` in the acquisition's span if it is dropped before [`done`].
 ///
-/// [`done`]: Outcome::done
-struct Outcome<'a> {
+/// [`done`]: CancelRecord::done
+struct CancelRecord<'a> {
     span: &'a Span,
     started: Instant,
     done: bool,
 }
 
-impl<'a> Outcome<'a> {
+impl<'a> CancelRecord<'a> {
     fn new(span: &'a Span) -> Self {
-        Outcome {
+        CancelRecord {
             span,
             started: Instant::now(),
             done: false,
@@ -226,7 +226,7 @@ impl<'a> Outcome<'a> {
     }
 }
 
-impl Drop for Outcome<'_> {
+impl Drop for CancelRecord<'_> {
     fn drop(&mut self) {
         if !self.done {
             telemetry::cancelled(self.span, self.started.elapsed());

@@ -15,20 +15,23 @@ use std::time::Duration;
 
 use metrics::{counter, histogram};
 
+use super::AcquireOutcome;
 use crate::kind::LockKind;
 
-pub(super) fn acquired(kind: LockKind, outcome: &'static str, waited: Duration) {
+pub(super) fn acquired(kind: LockKind, outcome: AcquireOutcome, waited: Duration) {
     let kind = kind.name();
     match outcome {
-        "acquired" => {
+        AcquireOutcome::Acquired => {
             counter!("tower_lock_acquired_total", "kind" => kind).increment(1);
             histogram!("tower_lock_wait_seconds", "kind" => kind).record(waited.as_secs_f64());
         }
-        "busy" => counter!("tower_lock_busy_total", "kind" => kind).increment(1),
-        "timed_out" => counter!("tower_lock_timed_out_total", "kind" => kind).increment(1),
-        "unavailable" => backend_error_named(kind),
+        AcquireOutcome::Busy => counter!("tower_lock_busy_total", "kind" => kind).increment(1),
+        AcquireOutcome::TimedOut => {
+            counter!("tower_lock_timed_out_total", "kind" => kind).increment(1)
+        }
+        AcquireOutcome::Unavailable => backend_error_named(kind),
         // An invalid name or a lost hold asked to reenter: the caller's to handle.
-        _ => {}
+        AcquireOutcome::InvalidName | AcquireOutcome::Lost => {}
     }
 }
 

@@ -70,6 +70,34 @@ pub(crate) fn release_span(hold: &Span) -> Span {
     )
 }
 
+/// What an acquisition came to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireOutcome {
+    Acquired,
+    /// Refused after no wait.
+    Busy,
+    /// Refused after a wait.
+    TimedOut,
+    Unavailable,
+    InvalidName,
+    /// A reentry of a hold that was lost.
+    Lost,
+}
+
+impl AcquireOutcome {
+    /// Its name in spans.
+    fn name(self) -> &'static str {
+        match self {
+            AcquireOutcome::Acquired => "acquired",
+            AcquireOutcome::Busy => "busy",
+            AcquireOutcome::TimedOut => "timed_out",
+            AcquireOutcome::Unavailable => "unavailable",
+            AcquireOutcome::InvalidName => "invalid_name",
+            AcquireOutcome::Lost => "lost",
+        }
+    }
+}
+
 /// What an acquisition came to, in its span and the metrics. `wait`: the wait it was
 /// given (a refusal after no wait is `busy`, after a wait `timed_out`).
 #[inline]
@@ -85,15 +113,15 @@ pub(crate) fn acquired(
         return;
     }
     let outcome = match result {
-        Ok(()) => "acquired",
-        Err(LockError::TimedOut { .. }) if wait.is_zero() => "busy",
-        Err(LockError::TimedOut { .. }) => "timed_out",
-        Err(LockError::Unavailable(_)) => "unavailable",
-        Err(LockError::InvalidName { .. }) => "invalid_name",
-        Err(LockError::Lost { .. }) => "lost",
+        Ok(()) => AcquireOutcome::Acquired,
+        Err(LockError::TimedOut { .. }) if wait.is_zero() => AcquireOutcome::Busy,
+        Err(LockError::TimedOut { .. }) => AcquireOutcome::TimedOut,
+        Err(LockError::Unavailable(_)) => AcquireOutcome::Unavailable,
+        Err(LockError::InvalidName { .. }) => AcquireOutcome::InvalidName,
+        Err(LockError::Lost { .. }) => AcquireOutcome::Lost,
     };
     span.record("waited_ms", millis(waited));
-    span.record("outcome", outcome);
+    span.record("outcome", outcome.name());
     #[cfg(feature = "metrics")]
     metrics::acquired(kind, outcome, waited);
     #[cfg(not(feature = "metrics"))]
