@@ -2,15 +2,16 @@
 //!
 //! Redisson's `prefixName(p, n)` is `p + ":" + n` when `n` contains `{`, else
 //! `p + ":{" + n + "}"`: the braces make a name without a hash tag of its own share the
-//! lock key's cluster slot. tower-lock follows it (and treats `}` like `{`, so that a key
-//! with braces that form no tag keeps its channel text as Redisson would build it).
+//! lock key's cluster slot. tower-lock follows it to the letter (the interop suite checks it
+//! against the real Redisson, `}` without `{` included). Two keys can share a channel: `a`
+//! and `{a}` both use `redisson_lock__channel:{a}`; a message there concerns both.
 
 use crate::key::LockKey;
 
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 
 /// The unlock channel of the exclusive lock `key`: `redisson_lock__channel:{<key>}`, or
-/// `redisson_lock__channel:<key>` when the key has braces of its own.
+/// `redisson_lock__channel:<key>` when the key contains `{`.
 pub fn unlock_channel(key: &LockKey) -> String {
     channel_parts(key).concat()
 }
@@ -25,15 +26,17 @@ pub(super) fn channel_parts(key: &LockKey) -> [&str; 4] {
     }
 }
 
-/// The key whose unlock channel `channel` is, if it is one.
-pub(super) fn key_of_channel(channel: &str) -> Option<LockKey> {
-    let inner = channel.strip_prefix(CHANNEL_PREFIX)?;
-    let key = match inner.strip_prefix('{').and_then(|k| k.strip_suffix('}')) {
-        Some(key) if !has_braces(key) => key,
-        _ if has_braces(inner) => inner,
-        _ => return None,
-    };
-    Some(LockKey::from_stored(key))
+/// The keys whose unlock channel `channel` is: none, one, or two (`{a}` is the channel of
+/// both `a` and `{a}`).
+pub(super) fn keys_of_channel(channel: &str) -> impl Iterator<Item = LockKey> + '_ {
+    let inner = channel.strip_prefix(CHANNEL_PREFIX);
+    // A key without `{`, in the braces Redisson adds.
+    let bare = inner
+        .and_then(|inner| inner.strip_prefix('{')?.strip_suffix('}'))
+        .filter(|key| !has_braces(key));
+    // A key with `{` of its own, as it is.
+    let own = inner.filter(|inner| has_braces(inner));
+    bare.into_iter().chain(own).map(LockKey::from_stored)
 }
 
 /// The Redis Cluster hash tag of `key`, if it has one (the text between the first `{` and
@@ -47,8 +50,9 @@ fn hash_tag(key: &LockKey) -> Option<&str> {
     (close > 0).then(|| &rest[..close])
 }
 
+/// Redisson's test (`name.contains("{")`): a `}` alone does not count.
 fn has_braces(key: &str) -> bool {
-    key.contains(['{', '}'])
+    key.contains('{')
 }
 
 #[cfg(test)]
@@ -65,8 +69,11 @@ mod tests {
             unlock_channel(&key),
             "redisson_lock__channel:{app:order:42}"
         );
-        assert_eq!(key_of_channel(&unlock_channel(&key)), Some(key));
-        assert_eq!(key_of_channel("other"), None);
+        // `{app:order:42}` would use the same channel (Redisson's rule).
+        let braced = LockKey::new("", "{app:order:42}", 1024).unwrap();
+        assert_eq!(unlock_channel(&braced), unlock_channel(&key));
+        assert_eq!(keys(&unlock_channel(&key)), [key, braced]);
+        assert_eq!(keys("other"), []);
     }
 
     #[test]
@@ -79,11 +86,32 @@ mod tests {
                 slot,
                 "{name}"
             );
-            assert_eq!(key_of_channel(&unlock_channel(&key)), Some(key.clone()));
+            assert!(keys(&unlock_channel(&key)).contains(&key), "{name}");
         }
         let key = LockKey::new("", "a{b}c", 1024).unwrap();
         assert_eq!(unlock_channel(&key), "redisson_lock__channel:a{b}c");
         assert_eq!(hash_tag(&key), Some("b"));
         assert_eq!(hash_tag(&LockKey::new("", "a{}b", 1024).unwrap()), None);
+    }
+
+    fn keys(channel: &str) -> Vec<LockKey> {
+        keys_of_channel(channel).collect()
+    }
+
+    /// Redisson adds braces unless the name contains `{`; a `}` alone does not count.
+    #[test]
+    fn channels_follow_redissons_rule_to_the_letter() {
+        let key = |name| LockKey::new("", name, 1024).unwrap();
+        assert_eq!(unlock_channel(&key("a}b")), "redisson_lock__channel:{a}b}");
+        assert_eq!(
+            keys("redisson_lock__channel:{a}b}"),
+            [key("a}b"), key("{a}b}")]
+        );
+        assert_eq!(unlock_channel(&key("a")), "redisson_lock__channel:{a}");
+        assert_eq!(unlock_channel(&key("{a}")), "redisson_lock__channel:{a}");
+        assert_eq!(keys("redisson_lock__channel:{a}"), [key("a"), key("{a}")]);
+        assert_eq!(keys("redisson_lock__channel:x{y"), [key("x{y")]);
+        assert_eq!(keys("redisson_lock__channel:{x{y}"), [key("{x{y}")]);
+        assert_eq!(keys("redisson_lock__channel:plain"), []);
     }
 }

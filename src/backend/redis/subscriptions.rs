@@ -1,7 +1,7 @@
 //! Keeps the subscriber connection's channels in step with the names that have local
 //! waiters, and turns unlock messages, reconnects and cluster changes into wake-ups.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use super::echoes::Echoes;
-use super::names::{key_of_channel, unlock_channel};
+use super::names::{keys_of_channel, unlock_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::backend::Notices;
 use crate::key::{KeySet, LockKey};
@@ -42,6 +42,9 @@ impl Channels {
     }
 
     async fn subscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+        if channels.is_empty() {
+            return Ok(());
+        }
         for group in self.by_slot(channels) {
             if self.sharded {
                 self.subscriber.ssubscribe(group).await?;
@@ -53,6 +56,10 @@ impl Channels {
     }
 
     async fn unsubscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+        // Nothing to send (an empty UNSUBSCRIBE would drop every channel).
+        if channels.is_empty() {
+            return Ok(());
+        }
         for group in self.by_slot(channels) {
             if self.sharded {
                 self.subscriber.sunsubscribe(group).await?;
@@ -117,9 +124,11 @@ pub(super) fn spawn(
 
 /// Subscribes a name's channel when its first local waiter appears and unsubscribes it when
 /// the last one leaves. Changes are batched: one SUBSCRIBE / UNSUBSCRIBE (per slot when
-/// sharded) for all names that changed meanwhile, sent in order from this one task.
+/// sharded) for all names that changed meanwhile, sent in order from this one task. Two
+/// names can share a channel (`a` and `{a}`): it stays until neither has waiters.
 async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes>) {
     let mut subscribed = KeySet::default();
+    let mut names_on = ChannelNames::default();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
     loop {
@@ -138,11 +147,9 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
             }
         }
         if !add.is_empty() {
-            match channels
-                .subscribe(add.iter().map(unlock_channel).collect())
-                .await
-            {
+            match channels.subscribe(names_on.first_of(&add)).await {
                 Ok(()) => {
+                    names_on.add(&add);
                     echoes.subscribed(&add);
                     notices.subscribed(&add);
                     subscribed.extend(add);
@@ -154,11 +161,9 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
             }
         }
         if !remove.is_empty() {
-            match channels
-                .unsubscribe(remove.iter().map(unlock_channel).collect())
-                .await
-            {
+            match channels.unsubscribe(names_on.last_of(&remove)).await {
                 Ok(()) => {
+                    names_on.remove(&remove);
                     echoes.unsubscribed(&remove);
                     for key in &remove {
                         subscribed.remove(key);
@@ -187,6 +192,55 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
     }
 }
 
+/// How many subscribed names share each channel.
+#[derive(Default)]
+struct ChannelNames(HashMap<String, usize>);
+
+impl ChannelNames {
+    /// The channels that subscribing `keys` adds (those no subscribed name uses yet).
+    fn first_of(&self, keys: &[LockKey]) -> Vec<String> {
+        let mut new: Vec<String> = keys
+            .iter()
+            .map(unlock_channel)
+            .filter(|channel| !self.0.contains_key(channel))
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        new
+    }
+
+    /// The channels that unsubscribing `keys` leaves without names.
+    fn last_of(&self, keys: &[LockKey]) -> Vec<String> {
+        let mut leaving: HashMap<String, usize> = HashMap::new();
+        for key in keys {
+            *leaving.entry(unlock_channel(key)).or_default() += 1;
+        }
+        leaving
+            .into_iter()
+            .filter(|(channel, n)| self.0.get(channel).is_none_or(|names| names <= n))
+            .map(|(channel, _)| channel)
+            .collect()
+    }
+
+    fn add(&mut self, keys: &[LockKey]) {
+        for key in keys {
+            *self.0.entry(unlock_channel(key)).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, keys: &[LockKey]) {
+        for key in keys {
+            let channel = unlock_channel(key);
+            if let Some(names) = self.0.get_mut(&channel) {
+                *names -= 1;
+                if *names == 0 {
+                    self.0.remove(&channel);
+                }
+            }
+        }
+    }
+}
+
 /// Turns unlock messages of other processes into wake-ups of local heads (our own come
 /// back too: they are taken off `echoes`).
 async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes: Arc<Echoes>) {
@@ -194,14 +248,14 @@ async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes
     loop {
         match messages.recv().await {
             Ok(message) => {
-                let Some(key) = key_of_channel(&message.channel) else {
-                    continue;
-                };
-                match message.value.as_str().as_deref() {
-                    Some(UNLOCK_MESSAGE) if echoes.take(&key) => {}
-                    Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
-                    Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
-                    _ => {}
+                let text = message.value.as_str();
+                for key in keys_of_channel(&message.channel) {
+                    match text.as_deref() {
+                        Some(UNLOCK_MESSAGE) if echoes.take(&key) => {}
+                        Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
+                        Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
+                        _ => {}
+                    }
                 }
             }
             Err(RecvError::Lagged(missed)) => {
