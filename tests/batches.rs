@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use support::cluster::RedisCluster;
-use support::redisson::Redisson;
+use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
 use tower_lock::backend::redis::unlock_channel;
 use tower_lock::backend::RedisBackend;
@@ -53,7 +53,7 @@ fn try_lock(
 async fn a_held_key_among_first_acquisitions_is_busy_and_the_others_acquire() {
     let server = RedisServer::start();
     let admin = support::client(&server.url()).await;
-    let redisson = Redisson::new(admin.clone());
+    let redisson = RedissonScripts::new(admin.clone());
     assert_eq!(redisson.try_lock("held", 60_000).await, None);
     let backend = RedisBackend::connect(&server.url()).await.unwrap();
     let locks = LockManager::builder().backend(backend.clone());

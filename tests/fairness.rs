@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::*;
-use support::redisson::Redisson;
+use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
 use tower_lock::{LockManager, DEFAULT_HAND_OVER_LIMIT};
 
@@ -89,7 +89,7 @@ async fn a_waiter_of_another_manager_gets_its_turn() {
 async fn a_redisson_waiter_gets_its_turn() {
     let server = RedisServer::start();
     let busy = LockManager::redis(&server.url()).await.unwrap();
-    let redisson = Redisson::new(support::client(&server.url()).await);
+    let redisson = RedissonScripts::new(support::client(&server.url()).await);
     let subscriber = support::subscriber(&server.url()).await;
     let name = support::unique("fair-redisson");
     let channel = format!("redisson_lock__channel:{{{name}}}");

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use fred::prelude::*;
-use support::redisson::Redisson;
+use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
 use tokio::task::JoinHandle;
 use tower_lock::{LockError, LockGuard, LockManager, OwnerId, Released};
@@ -53,7 +53,7 @@ async fn with_limit(url: &str, limit: u32) -> LockManager {
 /// an attempt of its own (nothing else tells it to try).
 async fn first_holds_second_waits(
     locks: &LockManager,
-    redisson: &Redisson,
+    redisson: &RedissonScripts,
     name: &str,
     lease: Lease,
 ) -> (LockGuard, Waiter) {
@@ -118,7 +118,7 @@ async fn a_last_release_makes_the_next_local_waiter_the_owner_in_its_script() {
     let url = server.url();
     let locks = LockManager::redis(&url).await.unwrap();
     let client = support::client(&url).await;
-    let redisson = Redisson::new(support::client(&url).await);
+    let redisson = RedissonScripts::new(support::client(&url).await);
     for lease in [Lease::Renewed, Lease::Explicit] {
         let name = support::unique("hand-over");
         let (first, second) = first_holds_second_waits(&locks, &redisson, &name, lease).await;
@@ -284,7 +284,7 @@ async fn a_release_while_redis_is_down_hands_nothing_over() {
 async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
     let url = support::shared_redis_url();
     let locks = with_limit(&url, 0).await;
-    let redisson = Redisson::new(support::client(&url).await);
+    let redisson = RedissonScripts::new(support::client(&url).await);
     let name = support::unique("no-hand-over");
     let (first, second) = first_holds_second_waits(&locks, &redisson, &name, Lease::Renewed).await;
     assert_eq!(first.release().await.unwrap(), Released::Unlocked);
@@ -299,7 +299,7 @@ async fn a_hand_over_limit_of_zero_always_frees_the_lock() {
 async fn after_the_limit_a_release_frees_the_lock_and_wakes_the_next_waiter() {
     let url = support::shared_redis_url();
     let locks = with_limit(&url, 1).await;
-    let redisson = Redisson::new(support::client(&url).await);
+    let redisson = RedissonScripts::new(support::client(&url).await);
     let name = support::unique("limit");
     let (first, second) = first_holds_second_waits(&locks, &redisson, &name, Lease::Renewed).await;
     let third = queued_waiter(&locks, &name, 2, Lease::Renewed).await;
@@ -333,7 +333,7 @@ async fn a_lock_handed_to_a_departed_waiter_is_released_for_it() {
     let server = RedisServer::start();
     let locks = LockManager::redis(&server.url()).await.unwrap();
     let client = support::client(&server.url()).await;
-    let redisson = Redisson::new(support::client(&server.url()).await);
+    let redisson = RedissonScripts::new(support::client(&server.url()).await);
     let name = support::unique("departed");
     let (first, second) = first_holds_second_waits(&locks, &redisson, &name, Lease::Explicit).await;
 
@@ -367,7 +367,7 @@ async fn a_waiter_dropped_just_after_the_hand_over_releases_the_lock() {
     let url = support::shared_redis_url();
     let locks = LockManager::redis(&url).await.unwrap();
     let client = support::client(&url).await;
-    let redisson = Redisson::new(support::client(&url).await);
+    let redisson = RedissonScripts::new(support::client(&url).await);
     for lease in [Lease::Renewed, Lease::Explicit] {
         let name = support::unique("dropped-after");
         let (first, second) = first_holds_second_waits(&locks, &redisson, &name, lease).await;

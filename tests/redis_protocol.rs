@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use fred::prelude::*;
-use support::redisson::Redisson;
+use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
 use tower_lock::backend::redis::unlock_channel;
 use tower_lock::backend::RedisBackend;
@@ -22,7 +22,7 @@ async fn manager() -> LockManager {
 async fn redisson_and_tower_lock_exclude_each_other() {
     let url = support::shared_redis_url();
     let locks = manager().await;
-    let redisson = Redisson::new(support::client(&url).await);
+    let redisson = RedissonScripts::new(support::client(&url).await);
     let name = support::unique("interop");
 
     // Redisson holds: tower-lock sees it busy, with Redisson's lease.

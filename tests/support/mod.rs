@@ -8,7 +8,8 @@ pub mod cluster;
 pub mod http;
 pub mod order;
 pub mod proxy;
-pub mod redisson;
+pub mod redisson_java;
+pub mod redisson_scripts;
 pub mod suite;
 pub mod trace;
 

@@ -1,5 +1,7 @@
-//! A stand-in for a Java service on Redisson: Redisson's own `RLock` scripts, sent as they
-//! are with an owner id of its own, to check that tower-lock and Redisson exclude each other.
+//! Redisson's own `RLock` scripts, sent as they are with an owner id of their own: a light
+//! stand-in for a Redisson client inside tests that are about something else (fairness,
+//! batching, hand-over). The real Redisson (Java) is driven by `redisson_java` in the
+//! interop suite, `tests/redisson_interop/`.
 
 use fred::prelude::*;
 
@@ -31,14 +33,14 @@ else
 end;
 "#;
 
-pub struct Redisson {
+pub struct RedissonScripts {
     client: Client,
     owner: String,
 }
 
-impl Redisson {
+impl RedissonScripts {
     pub fn new(client: Client) -> Self {
-        Redisson {
+        RedissonScripts {
             client,
             owner: "9f1c2b7e-0000-4000-8000-redisson0001:1".into(),
         }
