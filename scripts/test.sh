@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real redis-server processes (started by the tests on
-# free loopback ports). Installs redis-server from Debian's packages when it is absent.
+# free loopback ports) and, for the interop suite, the real Redisson (Java). Installs what is
+# absent from Debian's packages: redis-server, a headless JDK and Maven.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found: installing it from Debian's packages (apt-get install redis-server)"
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+{ command -v java && command -v javac; } >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "not found: installing ${missing[*]} from Debian's packages"
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 redis-server --version
+java -version 2>&1 | head -1
+
+# The Redisson interop suite's client: one runnable jar (Maven caches downloads in ~/.m2).
+started=$(date +%s)
+mvn -B -q -f interop/redisson/pom.xml package
+echo "Redisson interop jar built in $(( $(date +%s) - started )) s"
 
 cargo fmt --all -- --check
 # Cargo.toml's rust-version is what the locked dependency tree really needs.
