@@ -6,20 +6,12 @@ use std::time::Duration;
 use fred::prelude::*;
 use tower_lock::{LockError, LockManager, Released};
 
-use crate::{support, Target, LONG_LEASE};
+use crate::{support, Target};
 
 /// The reentry count stored for `owner` in the lock hash `key` (0: no such field).
 async fn stored_count(admin: &Client, key: &str, owner: &str) -> i64 {
     let count: Option<i64> = admin.hget(key, owner).await.unwrap();
     count.unwrap_or(0)
-}
-
-async fn java_gets_it_now(sides: &crate::Sides, holder: &str, key: &str) -> bool {
-    sides
-        .java
-        .lock(holder, "lock", key, Some(Duration::ZERO), Some(LONG_LEASE))
-        .await
-        .acquired
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,17 +35,14 @@ async fn reentry_counts_are_seen_alike() {
     for (guard, left) in [(third, 2), (second, 1)] {
         assert_eq!(guard.release().await.unwrap(), Released::StillHeld);
         assert_eq!(stored_count(&sides.admin, &name, &owner).await, left);
-        assert!(
-            !java_gets_it_now(&sides, "j", &name).await,
-            "{left} holds left"
-        );
+        assert!(!sides.java_gets_now("j", &name).await, "{left} holds left");
     }
     assert_eq!(first.release().await.unwrap(), Released::Unlocked);
-    assert!(java_gets_it_now(&sides, "j", &name).await);
+    assert!(sides.java_gets_now("j", &name).await);
 
     // Redisson enters twice more (three in all): tower-lock waits until its last unlock.
-    assert!(java_gets_it_now(&sides, "j", &name).await);
-    assert!(java_gets_it_now(&sides, "j", &name).await);
+    assert!(sides.java_gets_now("j", &name).await);
+    assert!(sides.java_gets_now("j", &name).await);
     assert_eq!(sides.java.hold_count("j", "lock", &name).await, 3);
     let java_owner = sides.java.owner("j").await;
     assert!(java_owner.starts_with(&sides.java.client_id));
@@ -93,7 +82,7 @@ async fn force_unlock_from_redisson_fires_the_loss_signal() {
         "there was a lock"
     );
     assert!(
-        java_gets_it_now(&sides, "j", &name).await,
+        sides.java_gets_now("j", &name).await,
         "force-unlock freed it"
     );
     tokio::time::timeout(Duration::from_secs(30), guard.lost())

@@ -49,6 +49,46 @@ impl Sides {
     }
 }
 
+impl Sides {
+    /// Whether Redisson's `holder` gets `key` at once (an attempt without waiting).
+    pub async fn java_gets_now(&self, holder: &str, key: &str) -> bool {
+        self.java
+            .lock(holder, "lock", key, Some(Duration::ZERO), Some(LONG_LEASE))
+            .await
+            .acquired
+    }
+
+    /// Exclusion both ways on `name`: Redisson cannot take tower-lock's hold, nor tower-lock
+    /// Redisson's. Leaves the lock free.
+    pub async fn exclude_each_other(&self, name: &str) {
+        let key = self.locks.key(name).unwrap().as_str().to_owned();
+        let guard = self
+            .locks
+            .lock(name)
+            .fixed_lease(LONG_LEASE)
+            .acquire()
+            .await
+            .unwrap();
+        assert!(
+            !self.java_gets_now("j", &key).await,
+            "{key}: Redisson took tower-lock's lock"
+        );
+        assert_ne!(
+            guard.release().await.unwrap(),
+            tower_lock::Released::NotHeld
+        );
+        assert!(self.java_gets_now("j", &key).await, "{key}");
+        assert!(
+            matches!(
+                self.locks.lock(name).try_acquire().await,
+                Err(tower_lock::LockError::TimedOut { .. })
+            ),
+            "{key}: tower-lock took Redisson's lock"
+        );
+        self.java.unlock("j", "lock", &key).await.unwrap();
+    }
+}
+
 /// Where a test runs.
 #[derive(Clone, Copy, Debug)]
 pub enum Target {

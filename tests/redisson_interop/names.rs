@@ -55,34 +55,7 @@ async fn names_with_braces_and_a_prefix(target: Target) {
         assert_eq!(sides.locks.key(&name).unwrap().as_str(), key);
         assert_eq!(key, format!("app:{name}"));
 
-        // Exclusion both ways.
-        let guard = sides
-            .locks
-            .lock(&name)
-            .fixed_lease(LONG_LEASE)
-            .acquire()
-            .await
-            .unwrap();
-        let java = sides
-            .java
-            .lock("j", "lock", &key, Some(Duration::ZERO), None)
-            .await;
-        assert!(!java.acquired, "{key}: Redisson took tower-lock's lock");
-        assert_ne!(guard.release().await.unwrap(), Released::NotHeld);
-        let java = sides
-            .java
-            .lock("j", "lock", &key, Some(Duration::ZERO), None)
-            .await;
-        assert!(java.acquired, "{key}");
-        assert!(
-            matches!(
-                sides.locks.lock(&name).try_acquire().await,
-                Err(LockError::TimedOut { .. })
-            ),
-            "{key}: tower-lock took Redisson's lock"
-        );
-        sides.java.unlock("j", "lock", &key).await.unwrap();
-
+        sides.exclude_each_other(&name).await;
         // Wake-ups both ways.
         tower_lock_release_wakes_redisson(&sides, &name).await;
         redisson_release_wakes_tower_lock(&sides, &name).await;

@@ -1,15 +1,12 @@
 //! Through Sentinel: both sides find the master by asking the sentinel, then exclude and wake
 //! each other there.
 
-use std::time::Duration;
-use tower_lock::Released;
-
 use tower_lock::LockManager;
 
 use crate::support::redisson_java::Deployment;
 use crate::support::{self, RedisServer};
 use crate::wake_ups::{redisson_release_wakes_tower_lock, tower_lock_release_wakes_redisson};
-use crate::{Sides, LONG_LEASE};
+use crate::Sides;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_sentinel() {
@@ -26,19 +23,7 @@ async fn through_sentinel() {
     )
     .await;
     let name = support::unique("interop-sentinel");
-    let guard = sides
-        .locks
-        .lock(&name)
-        .fixed_lease(LONG_LEASE)
-        .acquire()
-        .await
-        .unwrap();
-    let java = sides
-        .java
-        .lock("j", "lock", &name, Some(Duration::ZERO), None)
-        .await;
-    assert!(!java.acquired);
-    assert_ne!(guard.release().await.unwrap(), Released::NotHeld);
+    sides.exclude_each_other(&name).await;
     tower_lock_release_wakes_redisson(&sides, &name).await;
     redisson_release_wakes_tower_lock(&sides, &name).await;
 }

@@ -35,6 +35,28 @@ async fn pttl(admin: &Client, key: &str) -> i64 {
     admin.pttl(key).await.unwrap()
 }
 
+/// tower-lock holds `name` under its watchdog (`lease`) through `renewals` renewals, each
+/// leaving a PTTL within its own lease while Redisson is refused; then releases.
+async fn tower_lock_holds(
+    sides: &Sides,
+    locks: &LockManager,
+    name: &str,
+    events: &mut broadcast::Receiver<fred::types::KeyspaceEvent>,
+    renewals: usize,
+    lease: Duration,
+) {
+    let guard = locks.lock(name).acquire().await.unwrap();
+    next(events, "expire").await; // the acquisition's PEXPIRE
+    for _ in 0..renewals {
+        next(events, "expire").await;
+        let left = pttl(&sides.admin, name).await;
+        assert!(0 < left && left <= lease.as_millis() as i64, "PTTL {left}");
+        assert!(!sides.java_gets_now("j", name).await);
+    }
+    assert!(!guard.is_lost());
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_watchdogs_renew_without_fighting() {
     let server = RedisServer::start_with(support::free_port(), &["--notify-keyspace-events", "Kg"]);
@@ -76,20 +98,7 @@ async fn both_watchdogs_renew_without_fighting() {
     );
 
     // 1. tower-lock, lease 6 s: two renewals.
-    let guard = long_locks.lock(&name).acquire().await.unwrap();
-    next(&mut events_rx, "expire").await; // the acquisition's PEXPIRE
-    for _ in 0..2 {
-        next(&mut events_rx, "expire").await;
-        let left = pttl(&sides.admin, &name).await;
-        assert!(0 < left && left <= LONG.as_millis() as i64, "PTTL {left}");
-        let java = sides
-            .java
-            .lock("j", "lock", &name, Some(Duration::ZERO), None)
-            .await;
-        assert!(!java.acquired);
-    }
-    assert!(!guard.is_lost());
-    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    tower_lock_holds(&sides, &long_locks, &name, &mut events_rx, 2, LONG).await;
 
     // 2. Redisson, watchdog 3 s: three renewals; no renewal of tower-lock's (6 s) lands.
     assert!(
@@ -116,20 +125,7 @@ async fn both_watchdogs_renew_without_fighting() {
     sides.java.unlock("j", "lock", &name).await.unwrap();
 
     // 3. tower-lock, lease 1.5 s: three renewals; no renewal of Redisson's (3 s) lands.
-    let guard = sides.locks.lock(&name).acquire().await.unwrap();
-    next(&mut events_rx, "expire").await;
-    for _ in 0..3 {
-        next(&mut events_rx, "expire").await;
-        let left = pttl(&sides.admin, &name).await;
-        assert!(0 < left && left <= SHORT.as_millis() as i64, "PTTL {left}");
-        let java = sides
-            .java
-            .lock("j", "lock", &name, Some(Duration::ZERO), None)
-            .await;
-        assert!(!java.acquired);
-    }
-    assert!(!guard.is_lost());
-    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    tower_lock_holds(&sides, &sides.locks, &name, &mut events_rx, 3, SHORT).await;
 
     // The holds of their own outlived all of it, each renewed by its own side alone.
     assert!(!ours.is_lost());

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod http;
 pub mod order;
 pub mod proxy;
+pub mod redisson_jar;
 pub mod redisson_java;
 pub mod redisson_scripts;
 pub mod suite;

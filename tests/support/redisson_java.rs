@@ -10,19 +10,14 @@
 //! install them, never skip.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::oneshot;
-
-const JAVA_HINT: &str = "the Redisson interop suite needs Java 17+ and Maven: install them with \
-`apt-get install -y openjdk-17-jdk-headless maven` (or run `./scripts/test.sh`, which installs \
-them when absent)";
 
 /// Where the Java side connects.
 pub enum Deployment {
@@ -112,7 +107,9 @@ impl JavaRedisson {
 
     /// Starts Redisson with `lockWatchdogTimeout` = `watchdog` (renewals every third of it).
     pub async fn start_with(deployment: Deployment, watchdog: Option<Duration>) -> JavaRedisson {
-        let jar = tokio::task::spawn_blocking(jar).await.expect("jar build");
+        let jar = tokio::task::spawn_blocking(super::redisson_jar::jar)
+            .await
+            .expect("jar build");
         let mut command = tokio::process::Command::new("java");
         command.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar"]);
         command.arg(&jar);
@@ -125,9 +122,9 @@ impl JavaRedisson {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run java ({e}); {JAVA_HINT}"));
+        let mut child = command.spawn().unwrap_or_else(|e| {
+            panic!("cannot run java ({e}); {}", super::redisson_jar::JAVA_HINT)
+        });
         let stdin = child.stdin.take().expect("piped stdin");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let mut stderr_lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
@@ -352,59 +349,6 @@ fn field<T: std::str::FromStr>(fields: &str, name: &str) -> Option<T> {
 
 fn epoch(micros: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_micros(micros)
-}
-
-/// The runnable jar, built once per test process when missing or older than its sources.
-fn jar() -> PathBuf {
-    static JAR: OnceLock<PathBuf> = OnceLock::new();
-    JAR.get_or_init(|| {
-        let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/redisson");
-        let jar = project.join("target/redisson-interop.jar");
-        let java = Command::new("java").arg("-version").output();
-        if !matches!(&java, Ok(out) if out.status.success()) {
-            panic!("java does not run ({java:?}); {JAVA_HINT}");
-        }
-        if modified(&jar) < newest_source(&project) {
-            let built = Command::new("mvn")
-                .args(["-B", "-q", "package", "-f"])
-                .arg(project.join("pom.xml"))
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run mvn ({e}); {JAVA_HINT}"));
-            assert!(
-                built.status.success(),
-                "building the Redisson interop jar failed:\n{}{}",
-                String::from_utf8_lossy(&built.stdout),
-                String::from_utf8_lossy(&built.stderr)
-            );
-        }
-        jar
-    })
-    .clone()
-}
-
-fn modified(path: &Path) -> SystemTime {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .unwrap_or(UNIX_EPOCH)
-}
-
-fn newest_source(dir: &Path) -> SystemTime {
-    let mut newest = UNIX_EPOCH;
-    for entry in std::fs::read_dir(dir)
-        .expect("interop/redisson exists")
-        .flatten()
-    {
-        let path = entry.path();
-        if path.file_name().is_some_and(|n| n == "target") {
-            continue;
-        }
-        newest = newest.max(if path.is_dir() {
-            newest_source(&path)
-        } else {
-            modified(&path)
-        });
-    }
-    newest
 }
 
 /// Microseconds from `earlier` to `later` (negative when `later` came first).
