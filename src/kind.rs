@@ -9,13 +9,22 @@
 pub enum LockKind {
     /// One holder at a time, reentrant for its owner: Redisson's `RLock`.
     Exclusive,
+    /// The read side of a read-write lock: shared by any number of readers, excluded by a
+    /// writer (Redisson's `RReadWriteLock.readLock()`). The writer may also read (a
+    /// downgrade).
+    Read,
+    /// The write side of a read-write lock: one writer, no readers but the writer itself
+    /// (Redisson's `RReadWriteLock.writeLock()`). A reader cannot also write (no upgrade).
+    Write,
 }
 
 impl LockKind {
-    /// A short name for logs and metrics labels ("exclusive").
+    /// A short name for logs and metrics labels ("exclusive", "read", "write").
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Exclusive => "exclusive",
+            LockKind::Read => "read",
+            LockKind::Write => "write",
         }
     }
 }

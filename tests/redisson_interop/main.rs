@@ -11,6 +11,7 @@ mod support;
 mod exclusion;
 mod holds;
 mod names;
+mod read_write;
 mod sentinel;
 mod wake_ups;
 mod watchdogs;

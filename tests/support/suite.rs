@@ -26,6 +26,18 @@ impl BackendUnderTest {
         }
     }
 
+    /// This backend on its own (to drive `Backend` operations directly).
+    pub async fn backend(self) -> std::sync::Arc<dyn tower_lock::backend::Backend> {
+        match self.url() {
+            None => std::sync::Arc::new(tower_lock::backend::MemoryBackend::new()),
+            Some(url) => std::sync::Arc::new(
+                tower_lock::backend::RedisBackend::connect(&url)
+                    .await
+                    .unwrap_or_else(|e| panic!("connect to the test Redis at {url}: {e}")),
+            ),
+        }
+    }
+
     /// A manager built by `builder` on this backend.
     pub async fn manager(self, builder: LockManagerBuilder) -> LockManager {
         match self.url() {

@@ -29,6 +29,7 @@ mod echoes;
 mod layout;
 mod names;
 mod operations;
+mod read_write;
 mod replicas;
 mod scripts;
 mod subscriptions;
@@ -67,6 +68,8 @@ struct BackendInner {
     unacknowledged: AtomicU64,
     /// The lock script (see `scripts::batch`).
     batch: Script,
+    /// The read-write lock's script (one operation per call).
+    read_write: Script,
     batcher: Batcher,
     /// Our own unlock notices, expected back on our subscriptions.
     echoes: Arc<Echoes>,
@@ -196,6 +199,7 @@ impl RedisBackend {
                     ..Default::default()
                 },
                 batch: Script::from_lua(scripts::batch(sharded)),
+                read_write: Script::from_lua(scripts::read_write(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),
                 notices: OnceLock::new(),

@@ -9,6 +9,30 @@
 use crate::key::LockKey;
 
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
+const READ_WRITE_CHANNEL_PREFIX: &str = "redisson_rwlock:";
+
+/// Redisson's `prefixName(prefix, key)`.
+fn prefixed(prefix: &str, key: &LockKey) -> String {
+    let text = key.as_str();
+    if has_braces(text) {
+        format!("{prefix}{text}")
+    } else {
+        format!("{prefix}{{{text}}}")
+    }
+}
+
+/// The channel of the read-write lock `key`: `redisson_rwlock:{<key>}` (or without braces
+/// when the key contains `{`).
+pub(super) fn read_write_channel(key: &LockKey) -> String {
+    prefixed(READ_WRITE_CHANNEL_PREFIX, key)
+}
+
+/// The prefix of the read-write lock's per-hold keys: `{<key>}` (or the key when it
+/// contains `{`); a read hold's timeout key is `<prefix>:<owner>:rwlock_timeout:<n>`
+/// (Redisson's `suffixName`).
+pub(super) fn read_write_key_prefix(key: &LockKey) -> String {
+    prefixed("", key)
+}
 
 /// The unlock channel of the exclusive lock `key`: `redisson_lock__channel:{<key>}`, or
 /// `redisson_lock__channel:<key>` when the key contains `{`.
@@ -113,5 +137,23 @@ mod tests {
         assert_eq!(keys("redisson_lock__channel:x{y"), [key("x{y")]);
         assert_eq!(keys("redisson_lock__channel:{x{y}"), [key("{x{y}")]);
         assert_eq!(keys("redisson_lock__channel:plain"), []);
+    }
+
+    #[test]
+    fn read_write_names_are_redissons() {
+        let key = |name| LockKey::new("", name, 1024).unwrap();
+        assert_eq!(read_write_channel(&key("order")), "redisson_rwlock:{order}");
+        assert_eq!(read_write_key_prefix(&key("order")), "{order}");
+        assert_eq!(read_write_channel(&key("{o}:1")), "redisson_rwlock:{o}:1");
+        assert_eq!(read_write_key_prefix(&key("{o}:1")), "{o}:1");
+        for name in ["order", "{o}:1", "a}b"] {
+            let k = key(name);
+            let slot = redis_keyslot(read_write_key_prefix(&k).as_bytes());
+            assert_eq!(
+                redis_keyslot(read_write_channel(&k).as_bytes()),
+                slot,
+                "{name}"
+            );
+        }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::batch::{OpKind, Operation};
+use super::read_write::{self, ReadWriteOp};
 use super::{names, scripts, subscriptions, RedisBackend};
 use crate::backend::{
     AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, Notices, ReleaseArgs, ReleaseReply,
@@ -19,7 +20,17 @@ use crate::telemetry::TARGET;
 
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
-        let LockKind::Exclusive = args.kind;
+        if args.kind != LockKind::Exclusive {
+            let reply = self.read_write(
+                ReadWriteOp::Acquire,
+                args.kind,
+                args.key,
+                args.owner,
+                args.lease,
+                args.expected,
+            );
+            return Box::pin(async move { read_write::decode_acquire(reply.await?) });
+        }
         // Replica acknowledgement concerns new holders only (a reentry changes no owner).
         let ack = self
             .inner
@@ -60,7 +71,18 @@ impl Backend for RedisBackend {
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
-        let LockKind::Exclusive = args.kind;
+        if args.kind != LockKind::Exclusive {
+            // Never handed over: a read-write lock's release frees its share.
+            let reply = self.read_write(
+                ReadWriteOp::Release,
+                args.kind,
+                args.key,
+                args.owner,
+                args.lease,
+                args.expected,
+            );
+            return Box::pin(async move { read_write::decode_release(reply.await?) });
+        }
         // Only an owner's last hold is handed over (the script checks it too).
         let (kind, lease, successor) = match args.successor {
             Some(successor) if args.expected <= 1 => {
@@ -94,7 +116,17 @@ impl Backend for RedisBackend {
     }
 
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
-        let LockKind::Exclusive = args.kind;
+        if args.kind != LockKind::Exclusive {
+            let reply = self.read_write(
+                ReadWriteOp::Renew,
+                args.kind,
+                args.key,
+                args.owner,
+                args.lease,
+                0,
+            );
+            return Box::pin(async move { read_write::decode_renew(reply.await?) });
+        }
         let reply = self.submit(Operation {
             kind: OpKind::Renew,
             key: args.key,

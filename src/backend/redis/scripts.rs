@@ -88,7 +88,21 @@ pub(crate) fn batch(sharded: bool) -> String {
     }
 }
 
-/// The line of `batch.lua` that names the publish command, and its sharded form.
+/// The read-write lock's script (`scripts/read_write.lua`), with PUBLISH or SPUBLISH: one
+/// operation per call, in Redisson's `RReadWriteLock` layout. Its reply codes are the batch
+/// script's (a release's `UNLOCKED` plus the subscribers reached when the lock was deleted).
+/// A read release that deletes the lock publishes `0`, a write release `1` (Redisson's
+/// READ_UNLOCK, which wakes every waiter: readers share).
+pub(crate) fn read_write(sharded: bool) -> String {
+    let lua = include_str!("scripts/read_write.lua");
+    if sharded {
+        lua.replacen(PUBLISH_LINE, SHARDED_PUBLISH_LINE, 1)
+    } else {
+        lua.to_owned()
+    }
+}
+
+/// The line of the scripts that names the publish command, and its sharded form.
 const PUBLISH_LINE: &str = "local PUBLISH = 'publish'";
 const SHARDED_PUBLISH_LINE: &str = "local PUBLISH = 'spublish'";
 
@@ -135,5 +149,18 @@ mod tests {
         assert_eq!(lua_constant(&lua, "UNLOCK_MESSAGE"), UNLOCK_MESSAGE);
         assert_eq!(lua_constant(&lua, "PUBLISH"), "publish");
         assert_eq!(lua_constant(&batch(true), "PUBLISH"), "spublish");
+        let lua = read_write(false);
+        for (name, value) in [
+            ("ACQUIRED", ACQUIRED),
+            ("BUSY_FOREVER", BUSY_FOREVER),
+            ("LOST", LOST),
+            ("NOT_HELD", NOT_HELD),
+            ("UNLOCKED", UNLOCKED),
+        ] {
+            assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
+        }
+        assert_eq!(lua_constant(&lua, "READ_RELEASED"), UNLOCK_MESSAGE);
+        assert_eq!(lua_constant(&lua, "WRITE_RELEASED"), READ_UNLOCK_MESSAGE);
+        assert_eq!(lua_constant(&read_write(true), "PUBLISH"), "spublish");
     }
 }

@@ -1,6 +1,8 @@
 //! An in-process backend with the same semantics as Redis: reentrant holds, leases that
-//! expire, FIFO wake-one waiting and a loss signal. The embedded default for examples,
-//! tests and single-process services.
+//! expire, FIFO wake-one waiting and a loss signal; read-write locks with Redisson's rules
+//! (`read_write`). The embedded default for examples, tests and single-process services.
+
+mod read_write;
 
 use std::sync::{Arc, Mutex};
 
@@ -9,6 +11,8 @@ use tokio::time::Instant;
 use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs};
 use crate::error::{BackendError, Released};
 use crate::key::{KeyMap, LockKey, OwnerId};
+use crate::kind::LockKind;
+use read_write::SharedHold;
 
 /// Locks held in this process's memory.
 ///
@@ -43,12 +47,31 @@ struct Locks {
     swept_at: usize,
 }
 
-/// A held lock: its owner, the owner's count, and when its lease ends.
+/// A held lock.
 #[derive(Debug)]
-struct Entry {
+enum Entry {
+    /// A plain lock.
+    Exclusive(Hold),
+    /// A read-write lock (boxed: the plain lock's entries stay small).
+    Shared(Box<SharedHold>),
+}
+
+/// A plain lock's holder: its owner, the owner's count, and when its lease ends.
+#[derive(Debug)]
+struct Hold {
     owner: OwnerId,
     count: u32,
     expires: Instant,
+}
+
+impl Entry {
+    /// When the lock's lease (Redis: the key's PEXPIRE) ends.
+    fn expires(&self) -> Instant {
+        match self {
+            Entry::Exclusive(hold) => hold.expires,
+            Entry::Shared(shared) => shared.expires,
+        }
+    }
 }
 
 impl MemoryBackend {
@@ -87,20 +110,23 @@ impl MemoryBackend {
     pub(crate) fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
         let attempt = self.with_locks(&args.key, |locks, now| {
             locks.sweep(now);
+            if args.kind != LockKind::Exclusive {
+                return read_write::take(locks, args, now);
+            }
             let expires = now + args.lease;
             match locks.live(&args.key, now) {
                 None if args.expected == 0 => {
                     locks.held.insert(
                         args.key.clone(),
-                        Entry {
+                        Entry::Exclusive(Hold {
                             owner: args.owner.clone(),
                             count: 1,
                             expires,
-                        },
+                        }),
                     );
                     Attempt::Acquired
                 }
-                Some(entry) if entry.owner == args.owner => {
+                Some(Entry::Exclusive(entry)) if entry.owner == args.owner => {
                     if entry.count == args.expected {
                         entry.count += 1;
                     } else if entry.count != args.expected + 1 {
@@ -111,7 +137,7 @@ impl MemoryBackend {
                 }
                 None => Attempt::Lost,
                 Some(_) if args.expected > 0 => Attempt::Lost,
-                Some(entry) => Attempt::Busy(Some(entry.expires - now)),
+                Some(entry) => Attempt::Busy(Some(entry.expires() - now)),
             }
         });
         Ok(attempt)
@@ -120,7 +146,10 @@ impl MemoryBackend {
     /// A release, answered at once. One process: nobody else listens.
     pub(crate) fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
         let released = self.with_locks(&args.key, |locks, now| {
-            let Some(entry) = locks.live(&args.key, now) else {
+            if args.kind != LockKind::Exclusive {
+                return read_write::release(locks, args, now);
+            }
+            let Some(Entry::Exclusive(entry)) = locks.live(&args.key, now) else {
                 return Released::NotHeld;
             };
             if entry.owner != args.owner {
@@ -151,10 +180,15 @@ impl MemoryBackend {
 }
 
 impl Locks {
-    /// The live hold of `key`, dropping it first if its lease ran out.
+    /// The live hold of `key`, dropping it first if its lease ran out (for a read-write
+    /// lock: the read holds whose leases ran out, and the lock once nobody holds it).
     fn live(&mut self, key: &LockKey, now: Instant) -> Option<&mut Entry> {
         // A free name (the common case) costs one look.
-        let expired = self.held.get(key)?.expires <= now;
+        let entry = self.held.get_mut(key)?;
+        let expired = match entry {
+            Entry::Exclusive(hold) => hold.expires <= now,
+            Entry::Shared(shared) => !shared.keep_live(now),
+        };
         if expired {
             self.held.remove(key);
             return None;
@@ -166,7 +200,7 @@ impl Locks {
     /// names nobody touches again do not pile up.
     fn sweep(&mut self, now: Instant) {
         if self.held.len() >= 2 * self.swept_at.max(64) {
-            self.held.retain(|_, entry| entry.expires > now);
+            self.held.retain(|_, entry| entry.expires() > now);
             self.swept_at = self.held.len();
         }
     }
@@ -187,9 +221,12 @@ impl Backend for MemoryBackend {
 
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
         let renewed = self.with_locks(&args.key, |locks, now| match locks.live(&args.key, now) {
-            Some(entry) if entry.owner == args.owner => {
+            Some(Entry::Exclusive(entry)) if entry.owner == args.owner => {
                 entry.expires = now + args.lease;
                 true
+            }
+            Some(Entry::Shared(shared)) if args.kind != LockKind::Exclusive => {
+                shared.renew(&args, now)
             }
             _ => false,
         });

@@ -1,0 +1,121 @@
+//! Read-write locks on Redis, in Redisson's `RReadWriteLock` layout (`scripts/read_write.lua`):
+//! one script call per operation (they are not batched with the plain lock's operations).
+
+use std::time::Duration;
+
+use fred::prelude::*;
+
+use super::commands::eval_script;
+use super::{names, scripts, RedisBackend};
+use crate::backend::{Attempt, BoxFuture, ReleaseReply};
+use crate::error::{BackendError, Released};
+use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
+
+/// One read-write lock operation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum ReadWriteOp {
+    Acquire,
+    Release,
+    Renew,
+}
+
+impl ReadWriteOp {
+    fn code(self, kind: LockKind) -> &'static str {
+        match (self, kind) {
+            (ReadWriteOp::Acquire, LockKind::Read) => "ra",
+            (ReadWriteOp::Release, LockKind::Read) => "rr",
+            (ReadWriteOp::Renew, LockKind::Read) => "rn",
+            (ReadWriteOp::Acquire, _) => "wa",
+            (ReadWriteOp::Release, _) => "wr",
+            (ReadWriteOp::Renew, _) => "wn",
+        }
+    }
+}
+
+impl RedisBackend {
+    /// Runs one read-write lock operation; its reply code.
+    pub(super) fn read_write(
+        &self,
+        op: ReadWriteOp,
+        kind: LockKind,
+        key: LockKey,
+        owner: OwnerId,
+        lease: Duration,
+        expected: u32,
+    ) -> BoxFuture<Result<i64, BackendError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let prefix = names::read_write_key_prefix(&key);
+            let holds = format!("{prefix}:{owner}:rwlock_timeout");
+            let keys = [
+                key.as_str().to_owned(),
+                names::read_write_channel(&key),
+                holds,
+                prefix,
+            ];
+            let lease_ms = lease.as_millis().clamp(1, i64::MAX as u128) as i64;
+            let arguments = || {
+                let mut args: Vec<Value> =
+                    vec![Value::String(inner.read_write.sha1().clone()), 4.into()];
+                args.extend(keys.iter().map(|k| Value::from(k.as_str())));
+                args.extend([
+                    Value::from(op.code(kind)),
+                    Value::from(lease_ms),
+                    Value::from(owner.as_str()),
+                    Value::from(i64::from(expected)),
+                ]);
+                args
+            };
+            let client = inner.next_client();
+            match eval_script(client, &inner.options, &inner.read_write, &key, arguments).await? {
+                Value::Integer(code) => Ok(code),
+                other => Err(BackendError::new(format!(
+                    "Redis rejected the read-write lock operation on `{key}`: {} (does the \
+                     key hold other data?)",
+                    other.as_string().unwrap_or_default()
+                ))),
+            }
+        })
+    }
+}
+
+/// An acquisition's reply code, decoded.
+pub(super) fn decode_acquire(code: i64) -> Result<Attempt, BackendError> {
+    Ok(match code {
+        scripts::ACQUIRED => Attempt::Acquired,
+        scripts::LOST => Attempt::Lost,
+        scripts::BUSY_FOREVER => Attempt::Busy(None),
+        pttl if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
+        other => return Err(unknown("an acquisition", other)),
+    })
+}
+
+/// A release's reply code, decoded: `Unlocked` ends this owner's last hold of the kind
+/// (other readers, or its own other kind, may still hold the lock).
+pub(super) fn decode_release(code: i64) -> Result<ReleaseReply, BackendError> {
+    Ok(match code {
+        scripts::NOT_HELD => ReleaseReply::new(Released::NotHeld),
+        0 => ReleaseReply::new(Released::StillHeld),
+        reached if reached >= scripts::UNLOCKED => ReleaseReply {
+            released: Released::Unlocked,
+            other_listeners: Some(u32::try_from(reached - scripts::UNLOCKED).unwrap_or(u32::MAX)),
+        },
+        other => return Err(unknown("a release", other)),
+    })
+}
+
+/// A renewal's reply code, decoded.
+pub(super) fn decode_renew(code: i64) -> Result<bool, BackendError> {
+    match code {
+        1 => Ok(true),
+        0 => Ok(false),
+        other => Err(unknown("a renewal", other)),
+    }
+}
+
+fn unknown(operation: &str, code: i64) -> BackendError {
+    BackendError::new(format!(
+        "Redis answered {code} to {operation} of a read-write lock, which its script never answers"
+    ))
+}

@@ -1,0 +1,289 @@
+//! Read-write locks at the backend level, on memory, one Redis and the cluster: Redisson's
+//! `RReadWriteLock` rules (readers share, a writer excludes, downgrade, no upgrade), counts
+//! that apply at most once, per-reader leases, and on Redis Redisson's layout and messages.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::*;
+use support::suite::{backend_suite, BackendUnderTest};
+use tower_lock::backend::{AcquireArgs, Attempt, Backend, ReleaseArgs, RenewArgs};
+use tower_lock::{LockKey, LockKind, LockManager, OwnerId, Released};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// One lock name driven through a backend by owner names.
+struct Lock {
+    backend: Arc<dyn Backend>,
+    key: LockKey,
+}
+
+impl Lock {
+    async fn on(backend: BackendUnderTest, name: &str) -> Lock {
+        Lock {
+            backend: backend.backend().await,
+            key: LockManager::memory().key(&support::unique(name)).unwrap(),
+        }
+    }
+
+    async fn acquire(&self, kind: LockKind, owner: &str, expected: u32) -> Attempt {
+        self.acquire_for(kind, owner, expected, LEASE).await
+    }
+
+    async fn acquire_for(
+        &self,
+        kind: LockKind,
+        owner: &str,
+        expected: u32,
+        lease: Duration,
+    ) -> Attempt {
+        self.backend
+            .acquire(AcquireArgs {
+                key: self.key.clone(),
+                kind,
+                owner: OwnerId::from_raw(owner),
+                lease,
+                expected,
+            })
+            .await
+            .unwrap()
+    }
+
+    async fn release(&self, kind: LockKind, owner: &str, expected: u32) -> Released {
+        self.backend
+            .release(ReleaseArgs {
+                key: self.key.clone(),
+                kind,
+                owner: OwnerId::from_raw(owner),
+                lease: LEASE,
+                expected,
+                successor: None,
+            })
+            .await
+            .unwrap()
+            .released
+    }
+
+    async fn renew(&self, kind: LockKind, owner: &str, lease: Duration) -> bool {
+        self.backend
+            .renew(RenewArgs {
+                key: self.key.clone(),
+                kind,
+                owner: OwnerId::from_raw(owner),
+                lease,
+            })
+            .await
+            .unwrap()
+    }
+}
+
+fn busy(attempt: Attempt) -> bool {
+    matches!(attempt, Attempt::Busy(Some(_)))
+}
+
+use LockKind::{Exclusive, Read, Write};
+
+async fn readers_share_and_a_writer_excludes(backend: BackendUnderTest) {
+    let lock = Lock::on(backend, "rw-share").await;
+    let readers: Vec<String> = (0..32).map(|i| format!("reader:{i}")).collect();
+    for reader in &readers {
+        assert_eq!(lock.acquire(Read, reader, 0).await, Attempt::Acquired);
+    }
+    assert!(busy(lock.acquire(Write, "writer:1", 0).await));
+    for (i, reader) in readers.iter().enumerate() {
+        assert_eq!(
+            lock.release(Read, reader, 1).await,
+            Released::Unlocked,
+            "{i}"
+        );
+        if i + 1 < readers.len() {
+            assert!(busy(lock.acquire(Write, "writer:1", 0).await));
+        }
+    }
+    assert_eq!(lock.acquire(Write, "writer:1", 0).await, Attempt::Acquired);
+    assert!(busy(lock.acquire(Read, "reader:0", 0).await));
+    assert!(busy(lock.acquire(Write, "writer:2", 0).await));
+    assert!(
+        busy(lock.acquire(Exclusive, "plain:1", 0).await),
+        "another kind's lock"
+    );
+    assert_eq!(lock.release(Write, "writer:1", 1).await, Released::Unlocked);
+    assert_eq!(lock.acquire(Read, "reader:0", 0).await, Attempt::Acquired);
+    assert_eq!(lock.release(Read, "reader:0", 1).await, Released::Unlocked);
+    // Free again: a plain lock on the name works, and excludes both kinds.
+    assert_eq!(
+        lock.acquire(Exclusive, "plain:1", 0).await,
+        Attempt::Acquired
+    );
+    assert!(busy(lock.acquire(Read, "reader:0", 0).await));
+    assert!(busy(lock.acquire(Write, "writer:1", 0).await));
+    assert_eq!(
+        lock.release(Exclusive, "plain:1", 1).await,
+        Released::Unlocked
+    );
+}
+
+async fn the_writer_may_read_a_reader_may_not_write(backend: BackendUnderTest) {
+    let lock = Lock::on(backend, "rw-downgrade").await;
+    assert_eq!(lock.acquire(Write, "w", 0).await, Attempt::Acquired);
+    assert_eq!(
+        lock.acquire(Read, "w", 0).await,
+        Attempt::Acquired,
+        "a downgrade"
+    );
+    assert!(
+        busy(lock.acquire(Read, "other", 0).await),
+        "still in write mode"
+    );
+    assert_eq!(lock.release(Write, "w", 1).await, Released::Unlocked);
+    // Now in read mode: readers share with the writer's read hold; writers wait.
+    assert_eq!(lock.acquire(Read, "other", 0).await, Attempt::Acquired);
+    assert!(
+        busy(lock.acquire(Write, "w", 0).await),
+        "no upgrade, not even for w"
+    );
+    assert!(busy(lock.acquire(Write, "other", 0).await), "no upgrade");
+    assert_eq!(lock.release(Read, "w", 1).await, Released::Unlocked);
+    assert_eq!(lock.release(Read, "other", 1).await, Released::Unlocked);
+    assert_eq!(lock.acquire(Write, "other", 0).await, Attempt::Acquired);
+    assert_eq!(lock.release(Write, "other", 1).await, Released::Unlocked);
+}
+
+async fn counts_apply_at_most_once(backend: BackendUnderTest) {
+    let lock = Lock::on(backend, "rw-counts").await;
+    for kind in [Read, Write] {
+        assert_eq!(lock.acquire(kind, "o", 0).await, Attempt::Acquired);
+        assert_eq!(
+            lock.acquire(kind, "o", 0).await,
+            Attempt::Acquired,
+            "re-sent"
+        );
+        assert_eq!(
+            lock.acquire(kind, "o", 1).await,
+            Attempt::Acquired,
+            "reentry"
+        );
+        assert_eq!(
+            lock.acquire(kind, "o", 1).await,
+            Attempt::Acquired,
+            "re-sent"
+        );
+        assert_eq!(lock.release(kind, "o", 2).await, Released::StillHeld);
+        assert_eq!(
+            lock.release(kind, "o", 2).await,
+            Released::StillHeld,
+            "re-sent"
+        );
+        assert_eq!(lock.release(kind, "o", 1).await, Released::Unlocked);
+        assert_eq!(
+            lock.release(kind, "o", 1).await,
+            Released::NotHeld,
+            "re-sent last"
+        );
+        assert_eq!(
+            lock.acquire(kind, "o", 1).await,
+            Attempt::Lost,
+            "a reentry of nothing"
+        );
+        assert_eq!(lock.release(kind, "stranger", 1).await, Released::NotHeld);
+        assert!(!lock.renew(kind, "o", LEASE).await);
+    }
+}
+
+/// Each reader's holds have their own lease: one that stops renewing loses its holds, the
+/// others read on, and the lock ends with the last of them.
+async fn a_silent_readers_holds_expire_alone(backend: BackendUnderTest) {
+    let lock = Lock::on(backend, "rw-expiry").await;
+    let short = Duration::from_millis(300);
+    assert_eq!(
+        lock.acquire_for(Read, "crashed", 0, short).await,
+        Attempt::Acquired
+    );
+    assert_eq!(lock.acquire(Read, "alive", 0).await, Attempt::Acquired);
+    assert!(lock.renew(Read, "alive", LEASE).await);
+    // Time passing is what is tested: past the silent reader's lease (nothing signals it).
+    tokio::time::sleep(short * 2).await;
+    assert!(
+        !lock.renew(Read, "crashed", short).await,
+        "its hold expired"
+    );
+    assert!(
+        lock.renew(Read, "alive", LEASE).await,
+        "the other reader still holds"
+    );
+    assert!(busy(lock.acquire(Write, "w", 0).await));
+    assert_eq!(lock.release(Read, "crashed", 1).await, Released::NotHeld);
+    assert_eq!(lock.release(Read, "alive", 1).await, Released::Unlocked);
+    assert_eq!(lock.acquire(Write, "w", 0).await, Attempt::Acquired);
+    assert!(lock.renew(Write, "w", LEASE).await);
+    assert!(!lock.renew(Read, "w", LEASE).await, "w holds no read");
+    assert_eq!(lock.release(Write, "w", 1).await, Released::Unlocked);
+}
+
+backend_suite!(
+    [Memory, Redis, Cluster]
+    readers_share_and_a_writer_excludes,
+    the_writer_may_read_a_reader_may_not_write,
+    counts_apply_at_most_once,
+    a_silent_readers_holds_expire_alone,
+);
+
+/// Redisson's layout: the hash's `mode`, reader and `:write` fields, one timeout key per
+/// read hold; a read release that frees the lock publishes `0`, a write release `1`, on
+/// `redisson_rwlock:{name}`.
+async fn redissons_layout_and_messages(backend: BackendUnderTest) {
+    let lock = Lock::on(backend, "rw-layout").await;
+    let url = backend.url().unwrap();
+    let admin = support::client(&url).await;
+    let subscriber = support::subscriber(&url).await;
+    let channel = format!("redisson_rwlock:{{{}}}", lock.key);
+    if admin.is_clustered() {
+        subscriber.ssubscribe(channel.clone()).await.unwrap();
+    } else {
+        subscriber.subscribe(channel.clone()).await.unwrap();
+    }
+    let mut messages = subscriber.message_rx();
+    let name = lock.key.as_str();
+
+    assert_eq!(lock.acquire(Read, "u:1", 0).await, Attempt::Acquired);
+    assert_eq!(lock.acquire(Read, "u:1", 1).await, Attempt::Acquired);
+    let mode: String = admin.hget(name, "mode").await.unwrap();
+    let count: i64 = admin.hget(name, "u:1").await.unwrap();
+    assert_eq!((mode.as_str(), count), ("read", 2));
+    for n in 1..=2 {
+        let ttl: i64 = admin
+            .pttl(format!("{{{name}}}:u:1:rwlock_timeout:{n}"))
+            .await
+            .unwrap();
+        assert!(ttl > 0, "hold {n}'s timeout key");
+    }
+    assert_eq!(lock.release(Read, "u:1", 2).await, Released::StillHeld);
+    let gone: i64 = admin
+        .exists(format!("{{{name}}}:u:1:rwlock_timeout:2"))
+        .await
+        .unwrap();
+    assert_eq!(gone, 0);
+    assert_eq!(lock.release(Read, "u:1", 1).await, Released::Unlocked);
+    let message = messages.recv().await.unwrap();
+    assert_eq!(
+        (message.channel.to_string(), message.value.as_string()),
+        (channel.clone(), Some("0".into()))
+    );
+
+    assert_eq!(lock.acquire(Write, "u:2", 0).await, Attempt::Acquired);
+    let mode: String = admin.hget(name, "mode").await.unwrap();
+    let count: i64 = admin.hget(name, "u:2:write").await.unwrap();
+    assert_eq!((mode.as_str(), count), ("write", 1));
+    assert_eq!(lock.release(Write, "u:2", 1).await, Released::Unlocked);
+    let message = messages.recv().await.unwrap();
+    assert_eq!(message.value.as_string(), Some("1".into()));
+    let exists: i64 = admin.exists(name).await.unwrap();
+    assert_eq!(exists, 0);
+}
+
+mod layout {
+    use super::*;
+    backend_suite!([Redis, Cluster] redissons_layout_and_messages);
+}
