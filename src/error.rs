@@ -34,6 +34,17 @@ pub enum LockError {
         /// The lock that was lost.
         key: LockKey,
     },
+    /// A guard was asked for a kind of lock its hold cannot become: a read hold cannot
+    /// become a write hold (no upgrade: two readers upgrading at once would wait for each
+    /// other forever), and a plain lock is not a read-write lock. Answered at once.
+    KindMismatch {
+        /// The lock.
+        key: LockKey,
+        /// The kind the guard holds.
+        held: crate::LockKind,
+        /// The kind asked for.
+        asked: crate::LockKind,
+    },
 }
 
 impl fmt::Display for LockError {
@@ -56,6 +67,19 @@ impl fmt::Display for LockError {
             LockError::Unavailable(err) => write!(f, "lock backend unavailable: {err}"),
             LockError::InvalidName { reason } => write!(f, "invalid lock name: {reason}"),
             LockError::Lost { key } => write!(f, "lock `{key}` is no longer held by this owner"),
+            LockError::KindMismatch { key, held, asked } => match (held, asked) {
+                (crate::LockKind::Read, crate::LockKind::Write) => write!(
+                    f,
+                    "lock `{key}`: a read hold cannot become a write hold (no upgrade); \
+                     release the read lock, then take the write lock"
+                ),
+                _ => write!(
+                    f,
+                    "lock `{key}`: a {} hold cannot give a {} hold; take that lock on its own",
+                    held.name(),
+                    asked.name()
+                ),
+            },
         }
     }
 }

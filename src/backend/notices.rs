@@ -64,6 +64,14 @@ impl Notices {
         self.queues.subscribed(keys);
     }
 
+    /// Whether the local waiters of `key` wait for a read-write lock
+    /// ([`LockKind::Read`](crate::LockKind::Read) or [`Write`](crate::LockKind::Write)):
+    /// the backend listens on that lock's channel (Redis: `redisson_rwlock:{key}`) rather
+    /// than the plain lock's.
+    pub fn is_read_write(&self, key: &LockKey) -> bool {
+        self.queues.is_read_write(key)
+    }
+
     /// Whether `key` has local waiters now.
     pub fn is_watched(&self, key: &LockKey) -> bool {
         self.queues.is_watched(key)

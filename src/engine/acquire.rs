@@ -151,7 +151,10 @@ impl<'a> Acquisition<'a> {
         // Local waiters go first: a newcomer does not try before them, nor while a holder
         // in this process has the lock. A single try asks the backend unless waiters are
         // queued (it must not overtake them).
-        let local = self.inner.queues().local_state(&self.want.key);
+        let local = self
+            .inner
+            .queues()
+            .local_state(&self.want.key, self.want.kind);
         let mut holder_lease = None;
         if local == Local::Free || (local == Local::Held && self.wait.is_zero()) {
             match self.first_try().await? {
@@ -171,7 +174,7 @@ impl<'a> Acquisition<'a> {
     /// queue instead of trying too (a burst of duplicates costs one attempt, not one each).
     /// `Ok(Err(lease))`: busy, the holder's lease as reported.
     async fn first_try(&mut self) -> Result<Result<Grant, Option<Duration>>, LockError> {
-        let claim = self.inner.queues().claim(&self.want.key);
+        let claim = self.inner.queues().claim(&self.want.key, self.want.kind);
         let sent = Instant::now();
         // A waiting request's deadline also bounds its first attempt (a slow backend),
         // unless the backend's own time limit comes first (a single try, or the common
@@ -210,9 +213,10 @@ impl<'a> Acquisition<'a> {
     /// subscription) or when the holder's lease as last seen ends, until the deadline.
     async fn wait_in_queue(mut self, holder_lease: Option<Duration>) -> Result<Grant, LockError> {
         let (inner, want) = (self.inner, self.want);
-        let ticket = inner
-            .queues()
-            .join(&want.key, holder_lease, &want.owner, want.lease);
+        let ticket =
+            inner
+                .queues()
+                .join(&want.key, want.kind, holder_lease, &want.owner, want.lease);
         let mut queued = QueuedWaiter::new(ticket, inner, want);
         let mut last_error: Option<BackendError> = None;
         let mut error_retry = ERROR_RETRY;
@@ -230,7 +234,7 @@ impl<'a> Acquisition<'a> {
                             break;
                         }
                         Ok(Ok(Attempt::Acquired)) => {
-                            let claim = inner.queues().claim(&want.key);
+                            let claim = inner.queues().claim(&want.key, want.kind);
                             queued.acquired();
                             return Ok(Grant {
                                 lease_from: sent,
@@ -252,7 +256,7 @@ impl<'a> Acquisition<'a> {
                     }
                 }
                 Turn::Handed(lease_from) => {
-                    let claim = inner.queues().claim(&want.key);
+                    let claim = inner.queues().claim(&want.key, want.kind);
                     queued.acquired();
                     return Ok(Grant { lease_from, claim });
                 }

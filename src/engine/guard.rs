@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::acquire::{Acquisition, Want};
 use super::count_lock::Counted;
 use super::drop_safe::DropSafe;
 use super::hold::Hold;
@@ -15,6 +16,7 @@ use super::outage::answer_within;
 use crate::backend::{Attempt, BoxFuture};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
 use crate::telemetry;
 
 /// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
@@ -90,6 +92,52 @@ impl LockGuard {
         reenter(self.hold().clone()).await
     }
 
+    /// A read hold of the same read-write lock for the same owner: from a write guard, a
+    /// downgrade (the writer may also read; once it releases the write hold, other readers
+    /// share the lock with it); from a read guard, a reentry. Asked of a plain lock's
+    /// guard, an error.
+    ///
+    /// # Errors
+    /// [`LockError::KindMismatch`] for a plain lock's guard; [`LockError::Lost`] if the
+    /// owner no longer holds the lock; [`LockError::Unavailable`] if the backend failed.
+    ///
+    /// # Cancel safety
+    /// As [`reenter`](Self::reenter).
+    pub async fn read_lock(&self) -> Result<LockGuard, LockError> {
+        let hold = self.hold();
+        match hold.kind() {
+            LockKind::Read => self.reenter().await,
+            LockKind::Write => downgrade(hold).await,
+            held => Err(LockError::KindMismatch {
+                key: hold.key().clone(),
+                held,
+                asked: LockKind::Read,
+            }),
+        }
+    }
+
+    /// A write hold of the same read-write lock for the same owner: from a write guard, a
+    /// reentry. A read guard cannot upgrade (two readers upgrading at once would wait for
+    /// each other forever): it gets an error at once, never a wait.
+    ///
+    /// # Errors
+    /// [`LockError::KindMismatch`] for a read guard or a plain lock's guard;
+    /// [`LockError::Lost`] and [`LockError::Unavailable`] as [`reenter`](Self::reenter).
+    ///
+    /// # Cancel safety
+    /// As [`reenter`](Self::reenter).
+    pub async fn write_lock(&self) -> Result<LockGuard, LockError> {
+        let hold = self.hold();
+        match hold.kind() {
+            LockKind::Write => self.reenter().await,
+            held => Err(LockError::KindMismatch {
+                key: hold.key().clone(),
+                held,
+                asked: LockKind::Write,
+            }),
+        }
+    }
+
     /// Releases this hold and reports what it found. The lock is free (and waiters are
     /// told) when this was the owner's last hold.
     ///
@@ -126,6 +174,41 @@ impl LockGuard {
             }
         }
     }
+}
+
+/// A read hold for the owner of the write hold `hold` (a downgrade): one attempt, which
+/// the backend grants to the writer whoever waits.
+async fn downgrade(hold: &Arc<Hold>) -> Result<LockGuard, LockError> {
+    if hold.loss().is_lost() {
+        return Err(LockError::Lost {
+            key: hold.key().clone(),
+        });
+    }
+    let want = Want {
+        key: hold.key().clone(),
+        kind: LockKind::Read,
+        owner: hold.owner().clone(),
+        lease: hold.lease(),
+        renewed: hold.is_renewed(),
+    };
+    let manager = hold.manager().clone();
+    let span = telemetry::acquire_span(&want.key, LockKind::Read, Duration::ZERO);
+    let started = Instant::now();
+    let granted = Acquisition::new(&manager, &want, Duration::ZERO)
+        .run()
+        .instrument(span.clone())
+        .await;
+    let answer = granted.as_ref().map(|_| ());
+    telemetry::acquired(
+        &span,
+        LockKind::Read,
+        Duration::ZERO,
+        started.elapsed(),
+        answer,
+    );
+    let grant = granted?;
+    let (guard, _) = want.hold(manager, grant.lease_from, Some(grant.claim), true);
+    Ok(guard)
 }
 
 /// Acquires `hold` once more for its owner. Shared with the HTTP layer's lock handle.

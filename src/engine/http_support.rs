@@ -14,6 +14,7 @@ use super::request::LockRequest;
 use crate::backend::BoxFuture;
 use crate::error::{BackendError, Released};
 use crate::key::LockKey;
+use crate::kind::LockKind;
 
 /// A watchdog that the caller drives itself (polled inside the HTTP layer's future).
 pub(crate) type InlineWatchdog = BoxFuture<()>;
@@ -48,7 +49,7 @@ impl LockManager {
     /// A request for a key already validated by [`key`](Self::key), with this handle
     /// moved into the request.
     pub(crate) fn into_lock(self, key: LockKey) -> LockRequest {
-        LockRequest::new(self.inner, Ok(key))
+        LockRequest::new(self.inner, Ok(key), LockKind::Exclusive)
     }
 }
 

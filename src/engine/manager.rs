@@ -16,6 +16,7 @@ use crate::backend::{Backend, Notices};
 use crate::error::BackendError;
 use crate::error::LockError;
 use crate::key::{Ids, LockKey, OwnerId};
+use crate::kind::LockKind;
 use crate::wait::WaitQueues;
 
 /// Takes and releases locks. Cheap to clone: clones share the backend, the subscriber
@@ -166,7 +167,39 @@ impl LockManager {
     /// sent until [`LockRequest::acquire`].
     pub fn lock(&self, name: impl AsRef<str>) -> LockRequest {
         let key = self.key(name.as_ref());
-        LockRequest::new(self.inner.clone(), key)
+        LockRequest::new(self.inner.clone(), key, LockKind::Exclusive)
+    }
+
+    /// A request for the read side of the read-write lock `name`: any number of readers
+    /// share it, in this process and others, while no writer holds it (Redisson's
+    /// `RReadWriteLock.readLock()`; see [`LockKind::Read`]). A reader that queued here
+    /// behind a waiting writer lets the writer go first.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use tower_lock::LockManager;
+    ///
+    /// let locks = LockManager::memory();
+    /// let first = locks.read_lock("order:42").acquire().await.unwrap();
+    /// let second = locks.read_lock("order:42").try_acquire().await.unwrap();
+    /// assert!(locks.write_lock("order:42").try_acquire().await.is_err());
+    /// first.release().await.unwrap();
+    /// second.release().await.unwrap();
+    /// assert!(locks.write_lock("order:42").try_acquire().await.is_ok());
+    /// # }
+    /// ```
+    pub fn read_lock(&self, name: impl AsRef<str>) -> LockRequest {
+        let key = self.key(name.as_ref());
+        LockRequest::new(self.inner.clone(), key, LockKind::Read)
+    }
+
+    /// A request for the write side of the read-write lock `name`: one writer, and no
+    /// reader but the writer itself ([`LockGuard::read_lock`](crate::LockGuard::read_lock)
+    /// downgrades), in this process and others (Redisson's `RReadWriteLock.writeLock()`;
+    /// see [`LockKind::Write`]).
+    pub fn write_lock(&self, name: impl AsRef<str>) -> LockRequest {
+        let key = self.key(name.as_ref());
+        LockRequest::new(self.inner.clone(), key, LockKind::Write)
     }
 
     /// The key `name` maps to (the manager's prefix and the name).

@@ -14,6 +14,7 @@ use super::hold::Hold;
 use super::unowned::release_unowned;
 use crate::backend::{BoxFuture, ReleaseReply, Successor};
 use crate::error::{BackendError, Released};
+use crate::kind::LockKind;
 use crate::telemetry::{self, throttled, TARGET};
 use crate::wait::{Offer, Wake};
 
@@ -81,7 +82,8 @@ impl Hold {
             // The last hold may go straight to the next local waiter, in the release's own
             // step: the backend checks that this owner still holds the lock and makes the
             // waiter the owner, or hands nothing over.
-            let offer = if last && manager.hands_over() {
+            // Only a plain lock is handed over.
+            let offer = if last && manager.hands_over() && this.kind() == LockKind::Exclusive {
                 let limit = manager.settings().hand_over_limit;
                 manager.queues().offer_next(this.key(), limit)
             } else {

@@ -38,12 +38,16 @@ impl std::fmt::Debug for LockRequest {
 }
 
 impl LockRequest {
-    pub(super) fn new(manager: Arc<ManagerInner>, key: Result<LockKey, LockError>) -> Self {
+    pub(super) fn new(
+        manager: Arc<ManagerInner>,
+        key: Result<LockKey, LockError>,
+        kind: LockKind,
+    ) -> Self {
         let wait = manager.settings().wait;
         LockRequest {
             manager,
             key,
-            kind: LockKind::Exclusive,
+            kind,
             wait,
             fixed_lease: None,
         }
@@ -127,7 +131,11 @@ impl LockRequest {
             Err(error) => return Ok(Err(invalid_name(error))),
         };
         let inner = &self.manager;
-        if !inner.store().answers_at_once() || !inner.has_runtime() {
+        // Read-write locks always claim the name (readers share a claim).
+        if !inner.store().answers_at_once()
+            || !inner.has_runtime()
+            || self.kind != LockKind::Exclusive
+        {
             return Err(self);
         }
         // With no waiter queued near the name, the backend's own table keeps newcomers in

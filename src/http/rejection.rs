@@ -24,6 +24,7 @@ use crate::telemetry::throttled;
 /// | [`Lost`](Self::Lost): the lock was lost while the handler ran (abort policy) | 503 | 1 s |
 /// | [`NoManager`](Self::NoManager): no [`LockManager`](crate::LockManager) installed | 500 | — |
 /// | [`Misplaced`](Self::Misplaced): path parameters not visible to the layer | 500 | — |
+/// | [`KindMismatch`](Self::KindMismatch): an extractor asked for a lock kind the layer's hold cannot give (a write lock under a read hold) | 500 | — |
 /// | [`BodyTooLarge`](Self::BodyTooLarge): the body read before the lock is over the limit | 413 | — |
 /// | [`BodyTimeout`](Self::BodyTimeout): the body read before the lock took too long | 408 | — |
 /// | [`BodyUnreadable`](Self::BodyUnreadable): the body could not be read (client gone, bad framing) | 400 | — |
@@ -73,6 +74,16 @@ pub enum LockRejection {
     },
     /// No lock manager was found for the request.
     NoManager,
+    /// An extractor asked for a lock kind the layer's hold of the same key cannot give: a
+    /// write lock under a read hold (no upgrade), or a read-write lock under a plain one.
+    KindMismatch {
+        /// The lock.
+        key: LockKey,
+        /// The layer's kind.
+        held: crate::LockKind,
+        /// The extractor's kind.
+        asked: crate::LockKind,
+    },
     /// The layer runs where axum's path parameters are not available.
     Misplaced {
         /// The parameter the layer looked for.
@@ -137,9 +148,9 @@ impl LockRejection {
             LockRejection::Unavailable { .. } | LockRejection::Lost { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            LockRejection::NoManager | LockRejection::Misplaced { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            LockRejection::NoManager
+            | LockRejection::Misplaced { .. }
+            | LockRejection::KindMismatch { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -172,6 +183,15 @@ impl LockRejection {
                 give one to the layer with `LockLayer::manager`, or put one in the router's \
                 state (`FromRef`)?"
                 .to_owned(),
+            LockRejection::KindMismatch { key, held, asked } => format!(
+                "The handler asks for a {} lock on `{}`, but its layer holds a {} lock on it, \
+                 which cannot give one (a read hold never becomes a write hold). Make the \
+                 layer take the {} lock for this route, or use the matching extractor.",
+                asked.name(),
+                shown(key.as_str()),
+                held.name(),
+                asked.name()
+            ),
             LockRejection::Misplaced { param } => format!(
                 "Path parameter `{param}` is not available: the `LockLayer` runs before routing. \
                  Add it with `Router::route_layer` (or `.layer` on the routes), not around the \
@@ -227,6 +247,9 @@ impl LockRejection {
                 reason,
             },
             LockError::Lost { key } => LockRejection::Lost { key },
+            LockError::KindMismatch { key, held, asked } => {
+                LockRejection::KindMismatch { key, held, asked }
+            }
         }
     }
 }

@@ -82,6 +82,8 @@ pub(crate) enum AcquireOutcome {
     InvalidName,
     /// A reentry of a hold that was lost.
     Lost,
+    /// A guard asked for a kind its hold cannot give (an upgrade).
+    KindMismatch,
 }
 
 impl AcquireOutcome {
@@ -94,6 +96,7 @@ impl AcquireOutcome {
             AcquireOutcome::Unavailable => "unavailable",
             AcquireOutcome::InvalidName => "invalid_name",
             AcquireOutcome::Lost => "lost",
+            AcquireOutcome::KindMismatch => "kind_mismatch",
         }
     }
 }
@@ -119,6 +122,7 @@ pub(crate) fn acquired(
         Err(LockError::Unavailable(_)) => AcquireOutcome::Unavailable,
         Err(LockError::InvalidName { .. }) => AcquireOutcome::InvalidName,
         Err(LockError::Lost { .. }) => AcquireOutcome::Lost,
+        Err(LockError::KindMismatch { .. }) => AcquireOutcome::KindMismatch,
     };
     span.record("waited_ms", millis(waited));
     span.record("outcome", outcome.name());

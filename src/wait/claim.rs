@@ -8,6 +8,8 @@ use crate::key::LockKey;
 pub(crate) struct Claim {
     pub(super) queues: WaitQueues,
     pub(super) key: LockKey,
+    /// A read hold's claim (readers share).
+    pub(super) reads: bool,
     pub(super) ended: bool,
 }
 
@@ -15,14 +17,14 @@ impl Claim {
     /// The holder let go; the next waiter is woken as `wake` says.
     pub(crate) fn end(mut self, wake: Wake) {
         self.ended = true;
-        self.queues.hold_ended(&self.key, wake);
+        self.queues.hold_ended(&self.key, self.reads, wake);
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.ended {
-            self.queues.hold_ended(&self.key, Wake::No);
+            self.queues.hold_ended(&self.key, self.reads, Wake::No);
         }
     }
 }

@@ -41,33 +41,33 @@ impl WaitQueues {
         for key in keys {
             if let Some(queue) = self.lock(key).queues.get_mut(key) {
                 queue.ready = true;
-                if let Some(head) = queue.waiters.front() {
-                    head.signal(true);
-                }
+                queue.signal_front(true);
             }
         }
     }
 
-    /// Another process released `key`: its local head retries.
+    /// Another process released `key`: its local head retries (with the readers right
+    /// behind a reading head).
     pub(crate) fn unlocked(&self, key: &LockKey) {
-        let state = self.lock(key);
-        if let Some(head) = state
+        if let Some(queue) = self.lock(key).queues.get(key) {
+            queue.signal_front(true);
+        }
+    }
+
+    /// A write lock on `key` was released, which readers may now share: the waiters at the
+    /// front of the queue retry (every reader up to the first local writer: a writer that
+    /// queued before later readers is not overtaken by them).
+    pub(crate) fn unlocked_all(&self, key: &LockKey) {
+        self.unlocked(key);
+    }
+
+    /// Whether the local waiters of `key` wait for a read-write lock (the backend listens
+    /// on that lock's channel).
+    pub(crate) fn is_read_write(&self, key: &LockKey) -> bool {
+        self.lock(key)
             .queues
             .get(key)
-            .and_then(|queue| queue.waiters.front())
-        {
-            head.signal(true);
-        }
-    }
-
-    /// A read lock on `key` was released: every local waiter retries.
-    pub(crate) fn unlocked_all(&self, key: &LockKey) {
-        let mut state = self.lock(key);
-        if let Some(queue) = state.queues.get_mut(key) {
-            for waiter in &queue.waiters {
-                waiter.signal(true);
-            }
-        }
+            .is_some_and(|queue| queue.read_write)
     }
 
     /// Whether `key` has local waiters now.
@@ -79,9 +79,7 @@ impl WaitQueues {
     pub(crate) fn resync(&self) {
         for state in self.each_shard() {
             for queue in state.queues.values() {
-                if let Some(head) = queue.waiters.front() {
-                    head.signal(true);
-                }
+                queue.signal_front(true);
             }
         }
     }

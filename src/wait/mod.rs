@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::key::{KeyMap, KeySet, LockKey, OwnerId};
+use crate::kind::LockKind;
 
 mod claim;
 mod listening;
@@ -64,8 +65,10 @@ struct QueueShard(Mutex<ShardState>);
 struct ShardState {
     queues: KeyMap<Queue>,
     /// Locks held by this process (number of holders; more than one only across a
-    /// hand-over): a newcomer queues behind them instead of trying in vain.
+    /// hand-over, or for readers): a newcomer queues behind them instead of trying in vain.
     held: KeyMap<u32>,
+    /// How many of `held` are read holds: a reader newcomer may share with them.
+    reading: KeyMap<u32>,
     /// Names whose wanted subscription may differ from the backend's (only recorded for a
     /// backend that subscribes: nobody empties it otherwise).
     changes: KeySet,
@@ -80,6 +83,30 @@ struct Queue {
     /// Releases in a row that handed the lock straight to the head (see
     /// [`WaitQueues::offer_next`]).
     handed_in_a_row: u32,
+    /// Its waiters wait for a read-write lock (the backend listens on that lock's channel).
+    read_write: bool,
+}
+
+impl Queue {
+    /// The waiters that may try now: the head, and when it reads, the readers right
+    /// behind it (they share; a writer stops the run, and readers behind a writer wait for
+    /// it).
+    fn front(&self) -> impl Iterator<Item = &Arc<Waiter>> {
+        let reads = self.waiters.front().is_some_and(|head| head.reads);
+        let run = if reads {
+            self.waiters.iter().take_while(|w| w.reads).count()
+        } else {
+            self.waiters.len().min(1)
+        };
+        self.waiters.iter().take(run)
+    }
+
+    /// Signals the waiters at the [`front`](Self::front).
+    fn signal_front(&self, retry: bool) {
+        for waiter in self.front() {
+            waiter.signal(retry);
+        }
+    }
 }
 
 pub(crate) struct Waiter {
@@ -87,6 +114,8 @@ pub(crate) struct Waiter {
     wake: Notify,
     /// Set when this waiter, as head, should try again now.
     retry: AtomicBool,
+    /// It waits for a read lock (it may share with readers ahead of it).
+    reads: bool,
     /// Who the waiter acquires as, and its lease: a release may hand it the lock.
     owner: OwnerId,
     lease: std::time::Duration,
@@ -162,13 +191,19 @@ impl WaitQueues {
         self.inner.shards.iter().map(lock_shard)
     }
 
-    /// Claims `key` for a holder or an attempt of this process: until the claim ends,
-    /// newcomers queue instead of trying in vain.
-    pub(crate) fn claim(&self, key: &LockKey) -> Claim {
-        *self.lock(key).held.entry(key.clone()).or_insert(0) += 1;
+    /// Claims `key` for a holder or an attempt of `kind` in this process: until the claim
+    /// ends, newcomers queue instead of trying in vain (readers share a read claim).
+    pub(crate) fn claim(&self, key: &LockKey, kind: LockKind) -> Claim {
+        let reads = kind == LockKind::Read;
+        let mut state = self.lock(key);
+        *state.held.entry(key.clone()).or_insert(0) += 1;
+        if reads {
+            *state.reading.entry(key.clone()).or_insert(0) += 1;
+        }
         Claim {
             queues: self.clone(),
             key: key.clone(),
+            reads,
             ended: false,
         }
     }
@@ -185,28 +220,38 @@ impl WaitQueues {
         Some(Claim {
             queues: self.clone(),
             key: key.clone(),
+            reads: false,
             ended: false,
         })
     }
 
-    fn hold_ended(&self, key: &LockKey, wake: Wake) {
-        let mut state = self.lock(key);
-        if let Some(count) = state.held.get_mut(key) {
-            *count -= 1;
-            if *count == 0 {
-                state.held.remove(key);
+    fn hold_ended(&self, key: &LockKey, reads: bool, wake: Wake) {
+        let mut guard = self.lock(key);
+        let state: &mut ShardState = &mut guard;
+        for (counts, counted) in [(&mut state.held, true), (&mut state.reading, reads)] {
+            if let Some(count) = counts.get_mut(key).filter(|_| counted) {
+                *count -= 1;
+                if *count == 0 {
+                    counts.remove(key);
+                }
             }
         }
-        self.wake_next(&mut state, key, wake);
+        self.wake_next(state, key, wake);
     }
 
-    /// What a newcomer for `key` finds in this process.
-    pub(crate) fn local_state(&self, key: &LockKey) -> Local {
+    /// What a newcomer of `kind` for `key` finds in this process. A reader finds the name
+    /// free while only readers hold it here.
+    pub(crate) fn local_state(&self, key: &LockKey, kind: LockKind) -> Local {
         let state = self.lock(key);
         if state.queues.contains_key(key) {
             Local::Queued
-        } else if state.held.contains_key(key) {
-            Local::Held
+        } else if let Some(held) = state.held.get(key) {
+            let shared = kind == LockKind::Read && state.reading.get(key) == Some(held);
+            if shared {
+                Local::Free
+            } else {
+                Local::Held
+            }
         } else {
             Local::Free
         }
@@ -232,20 +277,17 @@ impl WaitQueues {
         let Some(queue) = state.queues.get_mut(key) else {
             return;
         };
-        let Some(head) = queue.waiters.front() else {
-            return;
-        };
         match wake {
             Wake::No => {}
             Wake::Now => {
                 queue.busy_until = None;
-                head.signal(true);
+                queue.signal_front(true);
             }
             Wake::After(delay) => {
                 // The head tries when the delay is over, or at once if another process's
                 // unlock arrives first (it took the lock and let it go).
                 queue.busy_until = Some(Instant::now() + delay);
-                head.signal(false);
+                queue.signal_front(false);
             }
         }
     }
@@ -265,6 +307,10 @@ impl WaitQueues {
         let mut state = self.lock(key);
         let queue = state.queues.get_mut(key)?;
         let head = queue.waiters.front()?;
+        // Only a plain lock is handed over (its waiters all take it alone).
+        if queue.read_write {
+            return None;
+        }
         let mut offer = head.offer();
         if queue.handed_in_a_row >= limit || *offer != OfferState::Idle {
             queue.handed_in_a_row = 0;
@@ -304,11 +350,13 @@ impl WaitQueues {
         self.each_shard().map(|state| state.queues.len()).sum()
     }
 
-    /// Enqueues a waiter at the back of `key`'s queue, acquiring as `owner` with `lease`.
-    /// `busy_for` is the holder's remaining lease, if the caller just saw it.
+    /// Enqueues a waiter for lock `kind` at the back of `key`'s queue, acquiring as
+    /// `owner` with `lease`. `busy_for` is the holder's remaining lease, if the caller just
+    /// saw it.
     pub(crate) fn join(
         &self,
         key: &LockKey,
+        kind: LockKind,
         busy_for: Option<std::time::Duration>,
         owner: &OwnerId,
         lease: std::time::Duration,
@@ -317,6 +365,7 @@ impl WaitQueues {
             id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
             wake: Notify::new(),
             retry: AtomicBool::new(false),
+            reads: kind == LockKind::Read,
             owner: owner.clone(),
             lease,
             offer: Mutex::new(OfferState::Idle),
@@ -329,6 +378,7 @@ impl WaitQueues {
             ready: ready_at_once,
             busy_until: None,
             handed_in_a_row: 0,
+            read_write: kind != LockKind::Exclusive,
         });
         if let Some(busy_for) = busy_for {
             queue.busy_until = Some(Instant::now() + busy_for);

@@ -44,11 +44,9 @@ impl Ticket {
             OfferState::Offered => return Turn::Wait(None),
             _ => {}
         }
-        let is_head = queue
-            .waiters
-            .front()
-            .is_some_and(|head| head.id == self.waiter.id);
-        if !is_head {
+        // The head tries; so do the readers right behind a reading head (they share).
+        let in_front = queue.front().any(|w| w.id == self.waiter.id);
+        if !in_front {
             return Turn::Wait(None);
         }
         let now = queue.ready && self.waiter.retry.swap(false, Ordering::AcqRel);
@@ -129,6 +127,10 @@ impl Ticket {
         }
         if was_head {
             match self.acquired_for {
+                // We read now: readers next in line share it, and try at once.
+                Some(_) if self.waiter.reads && queue.waiters.front().is_some_and(|w| w.reads) => {
+                    queue.signal_front(true);
+                }
                 Some(lease) => {
                     // We hold the lock now: the next head waits for its release.
                     queue.busy_until = Some(Instant::now() + lease);
@@ -139,9 +141,7 @@ impl Ticket {
                 None => {
                     // We leave without the lock; a wake-up meant for us may be lost with
                     // us, so the next head tries at once.
-                    if let Some(next) = queue.waiters.front() {
-                        next.signal(true);
-                    }
+                    queue.signal_front(true);
                 }
             }
         }

@@ -8,4 +8,5 @@ mod ctx;
 mod exclusion;
 mod holds;
 mod leases;
+mod read_write;
 mod waiting;

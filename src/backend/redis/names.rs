@@ -50,10 +50,29 @@ pub(super) fn channel_parts(key: &LockKey) -> [&str; 4] {
     }
 }
 
+/// The channel a local waiter of `key` listens on: the read-write lock's or the plain
+/// lock's.
+pub(super) fn waiting_channel(key: &LockKey, read_write: bool) -> String {
+    if read_write {
+        read_write_channel(key)
+    } else {
+        unlock_channel(key)
+    }
+}
+
 /// The keys whose unlock channel `channel` is: none, one, or two (`{a}` is the channel of
 /// both `a` and `{a}`).
 pub(super) fn keys_of_channel(channel: &str) -> impl Iterator<Item = LockKey> + '_ {
-    let inner = channel.strip_prefix(CHANNEL_PREFIX);
+    keys_after(channel, CHANNEL_PREFIX)
+}
+
+/// The keys whose read-write lock channel `channel` is (as [`keys_of_channel`]).
+pub(super) fn keys_of_read_write_channel(channel: &str) -> impl Iterator<Item = LockKey> + '_ {
+    keys_after(channel, READ_WRITE_CHANNEL_PREFIX)
+}
+
+fn keys_after<'a>(channel: &'a str, prefix: &str) -> impl Iterator<Item = LockKey> + 'a {
+    let inner = channel.strip_prefix(prefix);
     // A key without `{`, in the braces Redisson adds.
     let bare = inner
         .and_then(|inner| inner.strip_prefix('{')?.strip_suffix('}'))
@@ -146,6 +165,12 @@ mod tests {
         assert_eq!(read_write_key_prefix(&key("order")), "{order}");
         assert_eq!(read_write_channel(&key("{o}:1")), "redisson_rwlock:{o}:1");
         assert_eq!(read_write_key_prefix(&key("{o}:1")), "{o}:1");
+        let keys: Vec<LockKey> = keys_of_read_write_channel("redisson_rwlock:{order}").collect();
+        assert_eq!(keys, [key("order"), key("{order}")]);
+        assert_eq!(
+            keys_of_read_write_channel("redisson_lock__channel:{order}").count(),
+            0
+        );
         for name in ["order", "{o}:1", "a}b"] {
             let k = key(name);
             let slot = redis_keyslot(read_write_key_prefix(&k).as_bytes());

@@ -12,10 +12,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use super::echoes::Echoes;
-use super::names::{keys_of_channel, unlock_channel};
+use super::names::{keys_of_channel, keys_of_read_write_channel, waiting_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::backend::Notices;
-use crate::key::{KeySet, LockKey};
+use crate::key::{KeyMap, LockKey};
 use crate::telemetry::{throttled, TARGET};
 
 /// The subscriber connection, classic or sharded.
@@ -127,7 +127,8 @@ pub(super) fn spawn(
 /// sharded) for all names that changed meanwhile, sent in order from this one task. Two
 /// names can share a channel (`a` and `{a}`): it stays until neither has waiters.
 async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes>) {
-    let mut subscribed = KeySet::default();
+    // Each subscribed name's channel (the plain lock's, or the read-write lock's).
+    let mut subscribed: KeyMap<String> = KeyMap::default();
     let mut names_on = ChannelNames::default();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
@@ -139,7 +140,7 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
         changes.extend(notices.take_changes());
         let (mut add, mut remove) = (Vec::new(), Vec::new());
         for (key, wanted) in changes {
-            match (wanted, subscribed.contains(&key)) {
+            match (wanted, subscribed.contains_key(&key)) {
                 (true, false) => add.push(key),
                 (false, true) => remove.push(key),
                 (true, true) => notices.subscribed(std::slice::from_ref(&key)),
@@ -147,12 +148,16 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
             }
         }
         if !add.is_empty() {
-            match channels.subscribe(names_on.first_of(&add)).await {
+            let wanted: Vec<String> = add
+                .iter()
+                .map(|key| waiting_channel(key, notices.is_read_write(key)))
+                .collect();
+            match channels.subscribe(names_on.first_of(&wanted)).await {
                 Ok(()) => {
-                    names_on.add(&add);
+                    names_on.add(&wanted);
                     echoes.subscribed(&add);
                     notices.subscribed(&add);
-                    subscribed.extend(add);
+                    subscribed.extend(add.into_iter().zip(wanted));
                 }
                 Err(e) => {
                     throttled!(warn, error = %e, "tower-lock: cannot subscribe to unlock channels; retrying");
@@ -161,9 +166,13 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
             }
         }
         if !remove.is_empty() {
-            match channels.unsubscribe(names_on.last_of(&remove)).await {
+            let leaving: Vec<String> = remove
+                .iter()
+                .filter_map(|key| subscribed.get(key).cloned())
+                .collect();
+            match channels.unsubscribe(names_on.last_of(&leaving)).await {
                 Ok(()) => {
-                    names_on.remove(&remove);
+                    names_on.remove(&leaving);
                     echoes.unsubscribed(&remove);
                     for key in &remove {
                         subscribed.remove(key);
@@ -197,23 +206,24 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
 struct ChannelNames(HashMap<String, usize>);
 
 impl ChannelNames {
-    /// The channels that subscribing `keys` adds (those no subscribed name uses yet).
-    fn first_of(&self, keys: &[LockKey]) -> Vec<String> {
-        let mut new: Vec<String> = keys
+    /// The channels that subscribing names on `channels` adds (those no subscribed name
+    /// uses yet).
+    fn first_of(&self, channels: &[String]) -> Vec<String> {
+        let mut new: Vec<String> = channels
             .iter()
-            .map(unlock_channel)
-            .filter(|channel| !self.0.contains_key(channel))
+            .filter(|channel| !self.0.contains_key(*channel))
+            .cloned()
             .collect();
         new.sort_unstable();
         new.dedup();
         new
     }
 
-    /// The channels that unsubscribing `keys` leaves without names.
-    fn last_of(&self, keys: &[LockKey]) -> Vec<String> {
+    /// The channels that unsubscribing names on `channels` leaves without names.
+    fn last_of(&self, channels: &[String]) -> Vec<String> {
         let mut leaving: HashMap<String, usize> = HashMap::new();
-        for key in keys {
-            *leaving.entry(unlock_channel(key)).or_default() += 1;
+        for channel in channels {
+            *leaving.entry(channel.clone()).or_default() += 1;
         }
         leaving
             .into_iter()
@@ -222,19 +232,18 @@ impl ChannelNames {
             .collect()
     }
 
-    fn add(&mut self, keys: &[LockKey]) {
-        for key in keys {
-            *self.0.entry(unlock_channel(key)).or_default() += 1;
+    fn add(&mut self, channels: &[String]) {
+        for channel in channels {
+            *self.0.entry(channel.clone()).or_default() += 1;
         }
     }
 
-    fn remove(&mut self, keys: &[LockKey]) {
-        for key in keys {
-            let channel = unlock_channel(key);
-            if let Some(names) = self.0.get_mut(&channel) {
+    fn remove(&mut self, channels: &[String]) {
+        for channel in channels {
+            if let Some(names) = self.0.get_mut(channel) {
                 *names -= 1;
                 if *names == 0 {
-                    self.0.remove(&channel);
+                    self.0.remove(channel);
                 }
             }
         }
@@ -249,6 +258,19 @@ async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes
         match messages.recv().await {
             Ok(message) => {
                 let text = message.value.as_str();
+                // A read-write lock's messages: `1` (a write release) lets every reader
+                // in, `0` (a read release) the next waiter. Not echoes: the manager's own
+                // releases wake its waiters too, which then retry once more.
+                if message.channel.starts_with("redisson_rwlock:") {
+                    for key in keys_of_read_write_channel(&message.channel) {
+                        match text.as_deref() {
+                            Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
+                            Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
+                            _ => {}
+                        }
+                    }
+                    continue;
+                }
                 for key in keys_of_channel(&message.channel) {
                     match text.as_deref() {
                         Some(UNLOCK_MESSAGE) if echoes.take(&key) => {}
