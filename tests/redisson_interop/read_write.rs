@@ -150,3 +150,67 @@ async fn single_server() {
 async fn cluster() {
     read_write_locks_interoperate(Target::Cluster).await;
 }
+
+/// Through the manager: a Redisson write release wakes every waiting tower-lock reader at
+/// once (its message `1`), and a Redisson read release wakes a waiting tower-lock writer
+/// (`0`).
+async fn redisson_releases_wake_tower_lock_waiters(target: Target) {
+    let sides = target.sides().await;
+    let name = support::unique("interop-rw-wake");
+    let channel = format!("redisson_rwlock:{{{name}}}");
+
+    assert!(java_gets(&sides, "jw", "write", &name).await);
+    let before = support::numsub(&sides.admin, &channel).await;
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let locks = sides.locks.clone();
+            let name = name.clone();
+            tokio::spawn(async move { locks.read_lock(&name).wait(WAKE_WAIT).acquire().await })
+        })
+        .collect();
+    support::eventually("the readers queue", || async {
+        (sides.locks.waiting(&name) == 4).then_some(())
+    })
+    .await;
+    subscribed(&sides.admin, &channel, before).await;
+    sides.java.unlock("jw", "write", &name).await.unwrap();
+    let mut guards = Vec::new();
+    for reader in readers {
+        guards.push(
+            reader
+                .await
+                .unwrap()
+                .expect("woken by Redisson's write release"),
+        );
+    }
+    assert!(
+        !java_gets(&sides, "jw", "write", &name).await,
+        "four readers hold"
+    );
+    for guard in guards {
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+
+    assert!(java_gets(&sides, "jr", "read", &name).await);
+    let before = support::numsub(&sides.admin, &channel).await;
+    let (writer, ()) = tokio::join!(
+        sides.locks.write_lock(&name).wait(WAKE_WAIT).acquire(),
+        async {
+            subscribed(&sides.admin, &channel, before).await;
+            sides.java.unlock("jr", "read", &name).await.unwrap();
+        }
+    );
+    let writer = writer.expect("woken by Redisson's read release");
+    assert!(!java_gets(&sides, "jr", "read", &name).await);
+    assert_eq!(writer.release().await.unwrap(), Released::Unlocked);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_wakes_tower_lock_single_server() {
+    redisson_releases_wake_tower_lock_waiters(Target::Single).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_wakes_tower_lock_cluster() {
+    redisson_releases_wake_tower_lock_waiters(Target::Cluster).await;
+}
