@@ -22,7 +22,8 @@ pub use fred;
 #[cfg(feature = "axum")]
 pub use http::{
     extract, layer, layer::LockResponseBody, Held, HeldLock, KeySource, LockLayer,
-    LockManagerState, LockRejection, Lockable, Locked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
+    LockManagerState, LockRejection, Lockable, Locked, ReadLocked, WriteLocked,
+    DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
 };
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use kind::LockKind;

@@ -104,16 +104,7 @@ impl LockGuard {
     /// # Cancel safety
     /// As [`reenter`](Self::reenter).
     pub async fn read_lock(&self) -> Result<LockGuard, LockError> {
-        let hold = self.hold();
-        match hold.kind() {
-            LockKind::Read => self.reenter().await,
-            LockKind::Write => downgrade(hold).await,
-            held => Err(LockError::KindMismatch {
-                key: hold.key().clone(),
-                held,
-                asked: LockKind::Read,
-            }),
-        }
+        hold_as(self.hold().clone(), LockKind::Read).await
     }
 
     /// A write hold of the same read-write lock for the same owner: from a write guard, a
@@ -127,15 +118,7 @@ impl LockGuard {
     /// # Cancel safety
     /// As [`reenter`](Self::reenter).
     pub async fn write_lock(&self) -> Result<LockGuard, LockError> {
-        let hold = self.hold();
-        match hold.kind() {
-            LockKind::Write => self.reenter().await,
-            held => Err(LockError::KindMismatch {
-                key: hold.key().clone(),
-                held,
-                asked: LockKind::Write,
-            }),
-        }
+        hold_as(self.hold().clone(), LockKind::Write).await
     }
 
     /// Releases this hold and reports what it found. The lock is free (and waiters are
@@ -173,6 +156,22 @@ impl LockGuard {
                 Err(self)
             }
         }
+    }
+}
+
+/// Another hold of `kind` for the owner of `hold`, where the rules allow: the same kind
+/// reenters, a write hold also gives a read hold (a downgrade); anything else (an upgrade,
+/// or mixing a plain lock with a read-write lock) is [`LockError::KindMismatch`] at once.
+/// Shared with the HTTP extractors.
+pub(crate) async fn hold_as(hold: Arc<Hold>, kind: LockKind) -> Result<LockGuard, LockError> {
+    match (hold.kind(), kind) {
+        (held, asked) if held == asked => reenter(hold).await,
+        (LockKind::Write, LockKind::Read) => downgrade(&hold).await,
+        (held, asked) => Err(LockError::KindMismatch {
+            key: hold.key().clone(),
+            held,
+            asked,
+        }),
     }
 }
 

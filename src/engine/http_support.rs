@@ -46,10 +46,10 @@ impl LockManager {
         LockManager { inner }
     }
 
-    /// A request for a key already validated by [`key`](Self::key), with this handle
-    /// moved into the request.
-    pub(crate) fn into_lock(self, key: LockKey) -> LockRequest {
-        LockRequest::new(self.inner, Ok(key), LockKind::Exclusive)
+    /// A request for lock `kind` of a key already validated by [`key`](Self::key), with
+    /// this handle moved into the request.
+    pub(crate) fn into_lock(self, key: LockKey, kind: LockKind) -> LockRequest {
+        LockRequest::new(self.inner, Ok(key), kind)
     }
 }
 

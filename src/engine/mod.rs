@@ -25,9 +25,9 @@ pub(crate) use acquire::{Acquired, PendingWatchdog};
 pub use builder::{
     LockManagerBuilder, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };
-#[cfg(feature = "axum")]
-pub(crate) use guard::reenter;
 pub use guard::LockGuard;
+#[cfg(feature = "axum")]
+pub(crate) use guard::{hold_as, reenter};
 #[cfg(feature = "axum")]
 pub(crate) use http_support::InlineWatchdog;
 pub use loss::{LossMargin, LossSignal};

@@ -14,6 +14,7 @@ use crate::http::key_source::KeySource;
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::{BusyAnswer, LockRejection};
 use crate::key::LockKey;
+use crate::kind::LockKind;
 
 /// A request value that names a lock, such as an order id.
 ///
@@ -188,7 +189,9 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let raw = K::source().read(parts)?;
-        lock_value::<K>(parts, state, &raw).await
+        lock_value::<K>(parts, state, &raw, LockKind::Exclusive)
+            .await
+            .map(Locked)
     }
 }
 
@@ -204,18 +207,24 @@ where
         state: &S,
     ) -> Result<Option<Self>, Self::Rejection> {
         match K::source().read(parts) {
-            Ok(raw) => lock_value::<K>(parts, state, &raw).await.map(Some),
+            Ok(raw) => lock_value::<K>(parts, state, &raw, LockKind::Exclusive)
+                .await
+                .map(|held| Some(Locked(held))),
             Err(LockRejection::MissingKey { .. }) => Ok(None),
             Err(rejection) => Err(rejection),
         }
     }
 }
 
-async fn lock_value<K: Lockable>(
+/// Parses `K` from `raw` and takes its lock of `kind`: a hold of the layer's lock on the
+/// same key where the rules allow (the same kind; a read under a write), else a lock of
+/// its own; a kind the layer's hold cannot give is a 500 that names the mistake.
+pub(crate) async fn lock_value<K: Lockable>(
     parts: &Parts,
     state: &impl LockManagerState,
     raw: &str,
-) -> Result<Locked<K>, LockRejection> {
+    kind: LockKind,
+) -> Result<Held<K>, LockRejection> {
     let value = K::parse(raw).map_err(|reason| LockRejection::InvalidKey {
         what: K::source().describe(),
         reason,
@@ -232,9 +241,9 @@ async fn lock_value<K: Lockable>(
     };
     let key = manager.key(&value.lock_name()).map_err(rejection)?;
     let guard = match held {
-        Some(held) if *held.key() == key => held.reenter().await,
-        _ => manager.into_lock(key).acquire().await,
+        Some(held) if *held.key() == key => held.hold_as(kind).await,
+        _ => manager.into_lock(key, kind).acquire().await,
     }
     .map_err(rejection)?;
-    Ok(Locked(Held { value, guard }))
+    Ok(Held { value, guard })
 }

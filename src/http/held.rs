@@ -4,9 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::engine::hold::Hold;
-use crate::engine::{reenter, LockGuard, LockManager, LossSignal};
+use crate::engine::{hold_as, reenter, LockGuard, LockManager, LossSignal};
 use crate::error::LockError;
 use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
 
 /// Put in the request extensions by [`LockLayer`](crate::LockLayer) while the inner service
 /// runs: which lock the request holds, and its loss signal.
@@ -41,6 +42,11 @@ impl HeldLock {
         self.hold.key()
     }
 
+    /// The kind of lock the layer took (see [`LockLayer::read_write_by_method`](crate::LockLayer::read_write_by_method)).
+    pub fn kind(&self) -> LockKind {
+        self.hold.kind()
+    }
+
     /// The owner id written in the lock.
     pub fn owner(&self) -> &OwnerId {
         self.hold.owner()
@@ -70,6 +76,12 @@ impl HeldLock {
     /// As [`LockGuard::reenter`].
     pub async fn reenter(&self) -> Result<LockGuard, LockError> {
         reenter(self.hold.clone()).await
+    }
+
+    /// Another hold of `kind` for the same owner, where the rules allow (see
+    /// [`LockGuard::read_lock`] and [`LockGuard::write_lock`]): used by the extractors.
+    pub(crate) async fn hold_as(&self, kind: LockKind) -> Result<LockGuard, LockError> {
+        hold_as(self.hold.clone(), kind).await
     }
 }
 

@@ -5,6 +5,7 @@ mod held;
 mod key_source;
 pub mod layer;
 mod manager_state;
+mod read_write_extract;
 mod rejection;
 
 pub use extract::{Held, Lockable, Locked};
@@ -12,4 +13,5 @@ pub use held::HeldLock;
 pub use key_source::KeySource;
 pub use layer::LockLayer;
 pub use manager_state::LockManagerState;
+pub use read_write_extract::{ReadLocked, WriteLocked};
 pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};

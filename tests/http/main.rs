@@ -6,3 +6,4 @@ mod support;
 mod extractors;
 mod helpers;
 mod layer;
+mod read_write;

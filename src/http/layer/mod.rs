@@ -62,6 +62,7 @@ use crate::http::extract::Lockable;
 use crate::http::key_source::KeySource;
 use crate::http::rejection::{BusyAnswer, LockRejection};
 use crate::key::LockKey;
+use crate::kind::LockKind;
 
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
@@ -92,6 +93,39 @@ pub(crate) struct Config {
     pub(crate) abort_on_lost: bool,
     pub(crate) body: BodyPolicy,
     pub(crate) map_rejection: Option<Arc<RejectionFn>>,
+    /// Which kind of lock a request takes.
+    pub(crate) kinds: LayerKinds,
+}
+
+/// Which kind of lock the layer takes for a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LayerKinds {
+    /// The plain lock, for every request.
+    Exclusive,
+    /// The read lock, for every request.
+    Read,
+    /// The write lock, for every request.
+    Write,
+    /// The read lock for safe methods (GET, HEAD, OPTIONS), the write lock for the others.
+    ByMethod,
+}
+
+impl LayerKinds {
+    pub(crate) fn for_method(self, method: &http::Method) -> LockKind {
+        match self {
+            LayerKinds::Exclusive => LockKind::Exclusive,
+            LayerKinds::Read => LockKind::Read,
+            LayerKinds::Write => LockKind::Write,
+            LayerKinds::ByMethod => {
+                let safe = [http::Method::GET, http::Method::HEAD, http::Method::OPTIONS];
+                if safe.contains(method) {
+                    LockKind::Read
+                } else {
+                    LockKind::Write
+                }
+            }
+        }
+    }
 }
 
 impl Config {
@@ -120,6 +154,7 @@ impl LockLayer {
                 abort_on_lost: false,
                 body: BodyPolicy::default(),
                 map_rejection: None,
+                kinds: LayerKinds::Exclusive,
             }),
         }
     }
@@ -182,6 +217,45 @@ impl LockLayer {
     /// handlers that take `Extension<LockManager>` need `.layer(Extension(manager))`.
     pub fn manager(mut self, manager: LockManager) -> Self {
         self.config_mut().manager = Some(manager);
+        self
+    }
+
+    /// Takes the read side of a read-write lock for GET, HEAD and OPTIONS requests and the
+    /// write side for every other method: reads of one key run at once, a write runs
+    /// alone (see [`LockManager::read_lock`]). Same key sources and failure answers as the
+    /// plain lock; Redisson's `RReadWriteLock` on Redis.
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use tower_lock::{LockLayer, LockManager};
+    ///
+    /// async fn show() -> &'static str { "order" }      // GETs of one order run together
+    /// async fn update() -> &'static str { "updated" }  // a POST runs alone
+    ///
+    /// let app: Router = Router::new()
+    ///     .route("/orders/{orderId}", get(show).post(update))
+    ///     .route_layer(
+    ///         LockLayer::by_path_param("orderId")
+    ///             .read_write_by_method()
+    ///             .manager(LockManager::memory()),
+    ///     );
+    /// ```
+    pub fn read_write_by_method(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::ByMethod;
+        self
+    }
+
+    /// Takes the read side of a read-write lock for every request (a read-only route
+    /// beside write routes of the same keys).
+    pub fn read_lock(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::Read;
+        self
+    }
+
+    /// Takes the write side of a read-write lock for every request (a write route beside
+    /// read routes of the same keys).
+    pub fn write_lock(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::Write;
         self
     }
 

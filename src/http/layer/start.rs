@@ -75,7 +75,7 @@ where
     let key = read_key(config, &manager, &mut parts);
     // The parts stay here until the request is put together again (each move of them is
     // a copy of some 200 bytes).
-    let lock = match lock_request(config, manager, key) {
+    let lock = match lock_request(config, manager, &parts.method, key) {
         Ok(lock) => lock,
         Err(Some(rejection)) => return Ok(Start::Rejected(rejection)),
         Err(None) => return Ok(unlocked(config, parts, Body::new(body))),
@@ -168,6 +168,7 @@ fn read_key(
 fn lock_request(
     config: &Config,
     manager: LockManager,
+    method: &http::Method,
     key: Result<Option<LockKey>, LockRejection>,
 ) -> Result<LockRequest, Option<LockRejection>> {
     let key = match key {
@@ -181,7 +182,7 @@ fn lock_request(
             return Err(Some(rejection));
         }
     };
-    let mut lock = manager.into_lock(key);
+    let mut lock = manager.into_lock(key, config.kinds.for_method(method));
     if let Some(wait) = config.wait {
         lock = lock.wait(wait);
     }
