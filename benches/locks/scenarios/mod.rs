@@ -8,6 +8,7 @@ mod s2;
 mod s3;
 mod s4;
 mod s5;
+mod s6;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +36,7 @@ use s2::{s2, s2b};
 use s3::s3;
 use s4::s4;
 use s5::s5;
+use s6::s6;
 
 const HOLD: Duration = Duration::from_millis(2);
 const THINK: Duration = Duration::from_millis(5);
@@ -78,6 +80,9 @@ pub async fn run_all(scale: Scale) {
     }
     if wanted("s5") {
         s5(&url, &admin, scale, &mut report).await;
+    }
+    if wanted("s6") {
+        s6(&url, &admin, scale, &mut report).await;
     }
     if wanted("cluster") {
         cluster(scale, &mut report).await;

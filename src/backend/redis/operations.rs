@@ -72,7 +72,14 @@ impl Backend for RedisBackend {
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         if args.kind != LockKind::Exclusive {
-            // Never handed over: a read-write lock's release frees its share.
+            // Never handed over: a read-write lock's release frees its share. This
+            // process's own subscriber is among those its message reaches when local
+            // waiters listen on the name (they are woken by the manager itself).
+            let listening = self
+                .inner
+                .notices
+                .get()
+                .is_some_and(|n| n.may_be_watched(&args.key) && n.is_read_write(&args.key));
             let reply = self.read_write(
                 ReadWriteOp::Release,
                 args.kind,
@@ -81,7 +88,13 @@ impl Backend for RedisBackend {
                 args.lease,
                 args.expected,
             );
-            return Box::pin(async move { read_write::decode_release(reply.await?) });
+            return Box::pin(async move {
+                let mut decoded = read_write::decode_release(reply.await?)?;
+                if let Some(others) = decoded.other_listeners.as_mut() {
+                    *others = others.saturating_sub(u32::from(listening));
+                }
+                Ok(decoded)
+            });
         }
         // Only an owner's last hold is handed over (the script checks it too).
         let (kind, lease, successor) = match args.successor {
