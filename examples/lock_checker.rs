@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --example lock_checker -- <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix]
-//! cargo run --example lock_checker -- <redis-url> hold <name> <lease-ms>     # hold until killed
+//! cargo run --example lock_checker -- <redis-url> hold <name> <lease-ms> [plain|read|write]  # hold until killed
 //! ```
 //! Each holder INCRs `<prefix>witness:<name>` on entry (it must return 1) and DECRs it on
 //! exit; holds last 0–5 ms. Prints `acquisitions=… violations=… timeouts=… max_wait_ms=…`
@@ -22,10 +22,14 @@ use tower_lock::{LockError, LockManager};
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [url, hold, name, lease] if hold == "hold" => {
+        [url, hold, name, lease, kind @ ..] if hold == "hold" => {
             let locks = manager(url, lease).await;
-            let _guard = locks
-                .lock(name)
+            let request = match kind.first().map(String::as_str) {
+                Some("read") => locks.read_lock(name),
+                Some("write") => locks.write_lock(name),
+                _ => locks.lock(name),
+            };
+            let _guard = request
                 .wait(Duration::from_secs(30))
                 .acquire()
                 .await
@@ -47,7 +51,7 @@ async fn main() -> ExitCode {
             .await
         }
         _ => {
-            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms>");
+            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms> [plain|read|write]");
             ExitCode::FAILURE
         }
     }

@@ -280,3 +280,51 @@ async fn four_processes_never_share_a_lock_even_when_one_is_killed() {
         "the checkers made progress ({total} acquisitions)"
     );
 }
+
+/// Reader processes SIGKILLed while they hold a read lock: nobody releases their holds, which
+/// end with their leases (1 s, no longer renewed); a writer waiting meanwhile then gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_readers_holds_expire_and_a_writer_gets_in() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut readers: Vec<_> = (0..3)
+        .map(|_| {
+            checker(&[&url, "hold", "rw:crash", "1000", "read"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for reader in &mut readers {
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(reader.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "held", "three readers hold at once");
+    }
+    let locks = LockManager::redis(&url).await.unwrap();
+    assert!(matches!(
+        locks.write_lock("rw:crash").try_acquire().await,
+        Err(LockError::TimedOut { .. })
+    ));
+    let writer = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .write_lock("rw:crash")
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    for mut reader in readers {
+        reader.kill().unwrap(); // SIGKILL while it reads
+        let _ = reader.wait();
+    }
+    let writer = writer
+        .await
+        .unwrap()
+        .expect("the writer gets in once the leases end");
+    assert_eq!(writer.release().await.unwrap(), Released::Unlocked);
+}
