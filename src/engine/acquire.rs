@@ -170,6 +170,15 @@ impl<'a> Acquisition<'a> {
         self.wait_in_queue(holder_lease).await
     }
 
+    /// One attempt now, whatever waits or holds in this process (a downgrade: the writer
+    /// asks for a read hold the backend grants it whoever queues).
+    pub(super) async fn try_now(mut self) -> Result<Grant, LockError> {
+        match self.first_try().await? {
+            Ok(grant) => Ok(grant),
+            Err(_) => Err(self.timed_out()),
+        }
+    }
+
     /// The first attempt, with the name claimed so that newcomers that arrive meanwhile
     /// queue instead of trying too (a burst of duplicates costs one attempt, not one each).
     /// `Ok(Err(lease))`: busy, the holder's lease as reported.

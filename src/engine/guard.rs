@@ -194,7 +194,7 @@ async fn downgrade(hold: &Arc<Hold>) -> Result<LockGuard, LockError> {
     let span = telemetry::acquire_span(&want.key, LockKind::Read, Duration::ZERO);
     let started = Instant::now();
     let granted = Acquisition::new(&manager, &want, Duration::ZERO)
-        .run()
+        .try_now()
         .instrument(span.clone())
         .await;
     let answer = granted.as_ref().map(|_| ());

@@ -97,6 +97,8 @@ async fn downgrade_reentry_and_no_upgrade(backend: BackendUnderTest) {
     let name = support::unique("rw-kinds");
     let write = locks.write_lock(&name).acquire().await.unwrap();
     let write_again = write.write_lock().await.unwrap();
+    // The writer's read hold does not queue behind a waiting reader.
+    let waiting_reader = queued(locks, &name, LockKind::Read).await;
     let read = write.read_lock().await.expect("the writer may read");
     assert!(
         busy(locks.read_lock(&name).try_acquire().await),
@@ -105,6 +107,11 @@ async fn downgrade_reentry_and_no_upgrade(backend: BackendUnderTest) {
     assert_eq!(write_again.release().await.unwrap(), Released::StillHeld);
     assert_eq!(write.release().await.unwrap(), Released::Unlocked);
     // Reading only now: other readers share, writers wait.
+    let waited = waiting_reader
+        .await
+        .unwrap()
+        .expect("the queued reader shares now");
+    assert_eq!(waited.release().await.unwrap(), Released::Unlocked);
     let other = locks.read_lock(&name).try_acquire().await.unwrap();
     assert!(busy(locks.write_lock(&name).try_acquire().await));
     let upgrade = other.write_lock().await;
