@@ -140,31 +140,6 @@ impl<K> Deref for Held<K> {
     }
 }
 
-impl<K> Locked<K> {
-    /// The lock's key.
-    pub fn key(&self) -> &LockKey {
-        self.0.key()
-    }
-
-    /// The loss signal.
-    pub fn loss(&self) -> LossSignal {
-        self.0.loss()
-    }
-
-    /// The guard.
-    pub fn guard(&self) -> &LockGuard {
-        self.0.guard()
-    }
-}
-
-impl<K> Deref for Locked<K> {
-    type Target = K;
-
-    fn deref(&self) -> &K {
-        &self.0.value
-    }
-}
-
 impl<K: fmt::Debug> fmt::Debug for Held<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Held")
@@ -174,47 +149,82 @@ impl<K: fmt::Debug> fmt::Debug for Held<K> {
     }
 }
 
-impl<K: fmt::Debug> fmt::Debug for Locked<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Locked").field(&self.0).finish()
-    }
-}
+/// The accessors, `Deref`, `Debug` and the two extractor impls of a `Locked`-like
+/// tuple struct over [`Held<K>`] that takes lock `$kind`.
+macro_rules! locked_extractor {
+    ($name:ident, $kind:expr) => {
+        impl<K> $name<K> {
+            /// The lock's key.
+            pub fn key(&self) -> &LockKey {
+                self.0.key()
+            }
 
-impl<S, K> FromRequestParts<S> for Locked<K>
-where
-    S: LockManagerState + Send + Sync,
-    K: Lockable,
-{
-    type Rejection = LockRejection;
+            /// The loss signal.
+            pub fn loss(&self) -> LossSignal {
+                self.0.loss()
+            }
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let raw = K::source().read(parts)?;
-        lock_value::<K>(parts, state, &raw, LockKind::Exclusive)
-            .await
-            .map(Locked)
-    }
-}
-
-impl<S, K> OptionalFromRequestParts<S> for Locked<K>
-where
-    S: LockManagerState + Send + Sync,
-    K: Lockable,
-{
-    type Rejection = LockRejection;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &S,
-    ) -> Result<Option<Self>, Self::Rejection> {
-        match K::source().read(parts) {
-            Ok(raw) => lock_value::<K>(parts, state, &raw, LockKind::Exclusive)
-                .await
-                .map(|held| Some(Locked(held))),
-            Err(LockRejection::MissingKey { .. }) => Ok(None),
-            Err(rejection) => Err(rejection),
+            /// The guard.
+            pub fn guard(&self) -> &LockGuard {
+                self.0.guard()
+            }
         }
-    }
+
+        impl<K> Deref for $name<K> {
+            type Target = K;
+
+            fn deref(&self) -> &K {
+                &self.0
+            }
+        }
+
+        impl<K: fmt::Debug> fmt::Debug for $name<K> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.0).finish()
+            }
+        }
+
+        impl<S, K> FromRequestParts<S> for $name<K>
+        where
+            S: LockManagerState + Send + Sync,
+            K: Lockable,
+        {
+            type Rejection = LockRejection;
+
+            async fn from_request_parts(
+                parts: &mut Parts,
+                state: &S,
+            ) -> Result<Self, Self::Rejection> {
+                let raw = K::source().read(parts)?;
+                lock_value::<K>(parts, state, &raw, $kind).await.map($name)
+            }
+        }
+
+        impl<S, K> OptionalFromRequestParts<S> for $name<K>
+        where
+            S: LockManagerState + Send + Sync,
+            K: Lockable,
+        {
+            type Rejection = LockRejection;
+
+            async fn from_request_parts(
+                parts: &mut Parts,
+                state: &S,
+            ) -> Result<Option<Self>, Self::Rejection> {
+                match K::source().read(parts) {
+                    Ok(raw) => lock_value::<K>(parts, state, &raw, $kind)
+                        .await
+                        .map(|held| Some($name(held))),
+                    Err(LockRejection::MissingKey { .. }) => Ok(None),
+                    Err(rejection) => Err(rejection),
+                }
+            }
+        }
+    };
 }
+pub(crate) use locked_extractor;
+
+locked_extractor!(Locked, LockKind::Exclusive);
 
 /// Parses `K` from `raw` and takes its lock of `kind`: a hold of the layer's lock on the
 /// same key where the rules allow (the same kind; a read under a write), else a lock of

@@ -8,7 +8,7 @@ use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use http::request::Parts;
 
 use crate::engine::{LockGuard, LossSignal};
-use crate::http::extract::{lock_value, Held, Lockable};
+use crate::http::extract::{lock_value, locked_extractor, Held, Lockable};
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
@@ -64,77 +64,5 @@ pub struct ReadLocked<K>(pub Held<K>);
 /// [`read_write_by_method`](crate::LockLayer::read_write_by_method) on a non-GET route).
 pub struct WriteLocked<K>(pub Held<K>);
 
-macro_rules! read_write_extractor {
-    ($name:ident, $kind:expr) => {
-        impl<K> $name<K> {
-            /// The lock's key.
-            pub fn key(&self) -> &LockKey {
-                self.0.key()
-            }
-
-            /// The loss signal.
-            pub fn loss(&self) -> LossSignal {
-                self.0.loss()
-            }
-
-            /// The guard.
-            pub fn guard(&self) -> &LockGuard {
-                self.0.guard()
-            }
-        }
-
-        impl<K> Deref for $name<K> {
-            type Target = K;
-
-            fn deref(&self) -> &K {
-                &self.0
-            }
-        }
-
-        impl<K: fmt::Debug> fmt::Debug for $name<K> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_tuple(stringify!($name)).field(&self.0).finish()
-            }
-        }
-
-        impl<S, K> FromRequestParts<S> for $name<K>
-        where
-            S: LockManagerState + Send + Sync,
-            K: Lockable,
-        {
-            type Rejection = LockRejection;
-
-            async fn from_request_parts(
-                parts: &mut Parts,
-                state: &S,
-            ) -> Result<Self, Self::Rejection> {
-                let raw = K::source().read(parts)?;
-                lock_value::<K>(parts, state, &raw, $kind).await.map($name)
-            }
-        }
-
-        impl<S, K> OptionalFromRequestParts<S> for $name<K>
-        where
-            S: LockManagerState + Send + Sync,
-            K: Lockable,
-        {
-            type Rejection = LockRejection;
-
-            async fn from_request_parts(
-                parts: &mut Parts,
-                state: &S,
-            ) -> Result<Option<Self>, Self::Rejection> {
-                match K::source().read(parts) {
-                    Ok(raw) => lock_value::<K>(parts, state, &raw, $kind)
-                        .await
-                        .map(|held| Some($name(held))),
-                    Err(LockRejection::MissingKey { .. }) => Ok(None),
-                    Err(rejection) => Err(rejection),
-                }
-            }
-        }
-    };
-}
-
-read_write_extractor!(ReadLocked, LockKind::Read);
-read_write_extractor!(WriteLocked, LockKind::Write);
+locked_extractor!(ReadLocked, LockKind::Read);
+locked_extractor!(WriteLocked, LockKind::Write);

@@ -80,12 +80,7 @@ pub(crate) const HANDED_OVER: i64 = 2;
 /// - or an error message (a string) when Redis rejected that operation (the key holds
 ///   other data); the other operations of the batch are not affected.
 pub(crate) fn batch(sharded: bool) -> String {
-    let lua = include_str!("scripts/batch.lua");
-    if sharded {
-        lua.replacen(PUBLISH_LINE, SHARDED_PUBLISH_LINE, 1)
-    } else {
-        lua.to_owned()
-    }
+    publishing(include_str!("scripts/batch.lua"), sharded)
 }
 
 /// The read-write lock's script (`scripts/read_write.lua`), with PUBLISH or SPUBLISH: one
@@ -94,7 +89,11 @@ pub(crate) fn batch(sharded: bool) -> String {
 /// A read release that deletes the lock publishes `0`, a write release `1` (Redisson's
 /// READ_UNLOCK, which wakes every waiter: readers share).
 pub(crate) fn read_write(sharded: bool) -> String {
-    let lua = include_str!("scripts/read_write.lua");
+    publishing(include_str!("scripts/read_write.lua"), sharded)
+}
+
+/// `lua` with SPUBLISH in place of PUBLISH for sharded pub/sub.
+fn publishing(lua: &str, sharded: bool) -> String {
     if sharded {
         lua.replacen(PUBLISH_LINE, SHARDED_PUBLISH_LINE, 1)
     } else {
@@ -130,37 +129,36 @@ mod tests {
                 return values[at].trim_matches('\'').to_owned();
             }
         }
-        panic!("batch.lua does not define {name}");
+        panic!("the script does not define {name}");
     }
 
     #[test]
-    fn the_script_s_reply_codes_and_message_are_the_rust_constants() {
-        let lua = batch(false);
-        for (name, value) in [
+    fn the_scripts_reply_codes_and_messages_are_the_rust_constants() {
+        let shared = [
             ("ACQUIRED", ACQUIRED),
             ("BUSY_FOREVER", BUSY_FOREVER),
             ("LOST", LOST),
             ("NOT_HELD", NOT_HELD),
             ("UNLOCKED", UNLOCKED),
-            ("HANDED_OVER", HANDED_OVER),
+        ];
+        let batch_only = [("HANDED_OVER", HANDED_OVER)];
+        for (lua, only) in [
+            (batch(false), &batch_only[..]),
+            (read_write(false), &[][..]),
         ] {
-            assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
+            for (name, value) in shared.iter().chain(only) {
+                assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
+            }
+            assert_eq!(lua_constant(&lua, "PUBLISH"), "publish");
         }
-        assert_eq!(lua_constant(&lua, "UNLOCK_MESSAGE"), UNLOCK_MESSAGE);
-        assert_eq!(lua_constant(&lua, "PUBLISH"), "publish");
-        assert_eq!(lua_constant(&batch(true), "PUBLISH"), "spublish");
+        assert_eq!(
+            lua_constant(&batch(false), "UNLOCK_MESSAGE"),
+            UNLOCK_MESSAGE
+        );
         let lua = read_write(false);
-        for (name, value) in [
-            ("ACQUIRED", ACQUIRED),
-            ("BUSY_FOREVER", BUSY_FOREVER),
-            ("LOST", LOST),
-            ("NOT_HELD", NOT_HELD),
-            ("UNLOCKED", UNLOCKED),
-        ] {
-            assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
-        }
         assert_eq!(lua_constant(&lua, "READ_RELEASED"), UNLOCK_MESSAGE);
         assert_eq!(lua_constant(&lua, "WRITE_RELEASED"), READ_UNLOCK_MESSAGE);
+        assert_eq!(lua_constant(&batch(true), "PUBLISH"), "spublish");
         assert_eq!(lua_constant(&read_write(true), "PUBLISH"), "spublish");
     }
 }
