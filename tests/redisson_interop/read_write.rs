@@ -214,3 +214,36 @@ async fn redisson_wakes_tower_lock_single_server() {
 async fn redisson_wakes_tower_lock_cluster() {
     redisson_releases_wake_tower_lock_waiters(Target::Cluster).await;
 }
+
+/// One name waited on first as a plain lock, then as a read-write lock, in one process: the
+/// waiters listen on each kind's channel in turn, and Redisson's releases wake both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_waited_on_as_both_kinds_in_turn() {
+    let sides = Target::Single.sides().await;
+    let name = support::unique("interop-kinds");
+    for (java_kind, ours) in [("lock", LockKind::Exclusive), ("write", LockKind::Read)] {
+        assert!(java_gets(&sides, "j", java_kind, &name).await);
+        let waiter = {
+            let (locks, name) = (sides.locks.clone(), name.clone());
+            tokio::spawn(async move {
+                let request = match ours {
+                    LockKind::Read => locks.read_lock(&name),
+                    _ => locks.lock(&name),
+                };
+                request.wait(WAKE_WAIT).acquire().await
+            })
+        };
+        let channel = match ours {
+            LockKind::Read => format!("redisson_rwlock:{{{name}}}"),
+            _ => crate::unlock_channel(&name),
+        };
+        subscribed(&sides.admin, &channel, 0).await;
+        sides.java.unlock("j", java_kind, &name).await.unwrap();
+        let guard = waiter.await.unwrap().expect("woken by Redisson's release");
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+        support::eventually("the waiter's subscription ends", || async {
+            (support::numsub(&sides.admin, &channel).await == 0).then_some(())
+        })
+        .await;
+    }
+}

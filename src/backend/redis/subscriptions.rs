@@ -138,13 +138,21 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
         }
         let mut changes = std::mem::take(&mut failed);
         changes.extend(notices.take_changes());
-        let (mut add, mut remove) = (Vec::new(), Vec::new());
+        let (mut add, mut remove, mut switch) = (Vec::new(), Vec::new(), Vec::new());
         for (key, wanted) in changes {
-            match (wanted, subscribed.contains_key(&key)) {
-                (true, false) => add.push(key),
-                (false, true) => remove.push(key),
-                (true, true) => notices.subscribed(std::slice::from_ref(&key)),
-                (false, false) => {}
+            match (wanted, subscribed.get(&key)) {
+                (true, None) => add.push(key),
+                (false, Some(_)) => remove.push(key),
+                // The name's waiters now wait for the other kind of lock (its queue was made
+                // again meanwhile): leave the old channel, then take the new one.
+                (true, Some(channel))
+                    if *channel != waiting_channel(&key, notices.is_read_write(&key)) =>
+                {
+                    switch.push(key.clone());
+                    remove.push(key);
+                }
+                (true, Some(_)) => notices.subscribed(std::slice::from_ref(&key)),
+                (false, None) => {}
             }
         }
         if !add.is_empty() {
@@ -184,6 +192,8 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
                 }
             }
         }
+        // Taken again on the next round (after the retry pause), on the channel wanted now.
+        failed.extend(switch.into_iter().map(|key| (key, true)));
         if failed.is_empty() {
             retry_delay = Duration::from_millis(50);
         } else {
