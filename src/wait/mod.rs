@@ -18,11 +18,14 @@ use crate::kind::LockKind;
 mod claim;
 mod listening;
 mod offer;
+mod queue;
 mod ticket;
 
 pub(crate) use claim::Claim;
 pub(crate) use offer::Offer;
 use offer::OfferState;
+use queue::Queue;
+pub(crate) use queue::Waiter;
 pub(crate) use ticket::{Ticket, Turn};
 
 /// The wait queues of one manager. Backends reach them through
@@ -72,68 +75,6 @@ struct ShardState {
     /// Names whose wanted subscription may differ from the backend's (only recorded for a
     /// backend that subscribes: nobody empties it otherwise).
     changes: KeySet,
-}
-
-struct Queue {
-    waiters: VecDeque<Arc<Waiter>>,
-    /// The backend confirmed its subscription: unlocks from other processes will be seen.
-    ready: bool,
-    /// When the current holder's lease ends, as last reported.
-    busy_until: Option<Instant>,
-    /// Releases in a row that handed the lock straight to the head (see
-    /// [`WaitQueues::offer_next`]).
-    handed_in_a_row: u32,
-    /// Its waiters wait for a read-write lock (the backend listens on that lock's channel).
-    read_write: bool,
-}
-
-impl Queue {
-    /// The waiters that may try now: the head, and when it reads, the readers right
-    /// behind it (they share; a writer stops the run, and readers behind a writer wait for
-    /// it).
-    fn front(&self) -> impl Iterator<Item = &Arc<Waiter>> {
-        let reads = self.waiters.front().is_some_and(|head| head.reads);
-        let run = if reads {
-            self.waiters.iter().take_while(|w| w.reads).count()
-        } else {
-            self.waiters.len().min(1)
-        };
-        self.waiters.iter().take(run)
-    }
-
-    /// Signals the waiters at the [`front`](Self::front).
-    fn signal_front(&self, retry: bool) {
-        for waiter in self.front() {
-            waiter.signal(retry);
-        }
-    }
-}
-
-pub(crate) struct Waiter {
-    id: u64,
-    wake: Notify,
-    /// Set when this waiter, as head, should try again now.
-    retry: AtomicBool,
-    /// It waits for a read lock (it may share with readers ahead of it).
-    reads: bool,
-    /// Who the waiter acquires as, and its lease: a release may hand it the lock.
-    owner: OwnerId,
-    lease: std::time::Duration,
-    /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
-    offer: Mutex<OfferState>,
-}
-
-impl Waiter {
-    fn offer(&self) -> MutexGuard<'_, OfferState> {
-        self.offer.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn signal(&self, retry: bool) {
-        if retry {
-            self.retry.store(true, Ordering::Release);
-        }
-        self.wake.notify_one();
-    }
 }
 
 fn lock_shard(shard: &QueueShard) -> MutexGuard<'_, ShardState> {

@@ -23,6 +23,7 @@ use crate::error::BackendError;
 
 mod arguments;
 mod batch;
+mod channel_names;
 mod commands;
 mod connect;
 mod echoes;

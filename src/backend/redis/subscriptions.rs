@@ -1,7 +1,7 @@
 //! Keeps the subscriber connection's channels in step with the names that have local
 //! waiters, and turns unlock messages, reconnects and cluster changes into wake-ups.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use fred::util::redis_keyslot;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
+use super::channel_names::ChannelNames;
 use super::echoes::Echoes;
 use super::names::{keys_of_channel, keys_of_read_write_channel, waiting_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -207,55 +208,6 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
                     (key, wanted)
                 })
                 .collect();
-        }
-    }
-}
-
-/// How many subscribed names share each channel.
-#[derive(Default)]
-struct ChannelNames(HashMap<String, usize>);
-
-impl ChannelNames {
-    /// The channels that subscribing names on `channels` adds (those no subscribed name
-    /// uses yet).
-    fn first_of(&self, channels: &[String]) -> Vec<String> {
-        let mut new: Vec<String> = channels
-            .iter()
-            .filter(|channel| !self.0.contains_key(*channel))
-            .cloned()
-            .collect();
-        new.sort_unstable();
-        new.dedup();
-        new
-    }
-
-    /// The channels that unsubscribing names on `channels` leaves without names.
-    fn last_of(&self, channels: &[String]) -> Vec<String> {
-        let mut leaving: HashMap<String, usize> = HashMap::new();
-        for channel in channels {
-            *leaving.entry(channel.clone()).or_default() += 1;
-        }
-        leaving
-            .into_iter()
-            .filter(|(channel, n)| self.0.get(channel).is_none_or(|names| names <= n))
-            .map(|(channel, _)| channel)
-            .collect()
-    }
-
-    fn add(&mut self, channels: &[String]) {
-        for channel in channels {
-            *self.0.entry(channel.clone()).or_default() += 1;
-        }
-    }
-
-    fn remove(&mut self, channels: &[String]) {
-        for channel in channels {
-            if let Some(names) = self.0.get_mut(channel) {
-                *names -= 1;
-                if *names == 0 {
-                    self.0.remove(channel);
-                }
-            }
         }
     }
 }

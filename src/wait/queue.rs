@@ -1,0 +1,74 @@
+//! One name's queue of local waiters, and a waiter.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::offer::OfferState;
+use crate::key::OwnerId;
+
+/// The local waiters of one name, in arrival order.
+pub(super) struct Queue {
+    pub(super) waiters: VecDeque<Arc<Waiter>>,
+    /// The backend confirmed its subscription: unlocks from other processes will be seen.
+    pub(super) ready: bool,
+    /// When the current holder's lease ends, as last reported.
+    pub(super) busy_until: Option<Instant>,
+    /// Releases in a row that handed the lock straight to the head (see
+    /// [`WaitQueues::offer_next`](super::WaitQueues::offer_next)).
+    pub(super) handed_in_a_row: u32,
+    /// Its waiters wait for a read-write lock (the backend listens on that lock's channel).
+    pub(super) read_write: bool,
+}
+
+impl Queue {
+    /// The waiters that may try now: the head, and when it reads, the readers right
+    /// behind it (they share; a writer stops the run, and readers behind a writer wait for
+    /// it).
+    pub(super) fn front(&self) -> impl Iterator<Item = &Arc<Waiter>> {
+        let reads = self.waiters.front().is_some_and(|head| head.reads);
+        let run = if reads {
+            self.waiters.iter().take_while(|w| w.reads).count()
+        } else {
+            self.waiters.len().min(1)
+        };
+        self.waiters.iter().take(run)
+    }
+
+    /// Signals the waiters at the [`front`](Self::front).
+    pub(super) fn signal_front(&self, retry: bool) {
+        for waiter in self.front() {
+            waiter.signal(retry);
+        }
+    }
+}
+
+pub(crate) struct Waiter {
+    pub(super) id: u64,
+    pub(super) wake: Notify,
+    /// Set when this waiter, as head, should try again now.
+    pub(super) retry: AtomicBool,
+    /// It waits for a read lock (it may share with readers ahead of it).
+    pub(super) reads: bool,
+    /// Who the waiter acquires as, and its lease: a release may hand it the lock.
+    pub(super) owner: OwnerId,
+    pub(super) lease: std::time::Duration,
+    /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
+    pub(super) offer: Mutex<OfferState>,
+}
+
+impl Waiter {
+    pub(super) fn offer(&self) -> MutexGuard<'_, OfferState> {
+        self.offer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn signal(&self, retry: bool) {
+        if retry {
+            self.retry.store(true, Ordering::Release);
+        }
+        self.wake.notify_one();
+    }
+}
