@@ -38,6 +38,7 @@
 
 mod body;
 mod future;
+mod kinds;
 mod response_body;
 mod service;
 mod start;
@@ -56,13 +57,13 @@ pub use response_body::LockResponseBody;
 pub use service::Lock;
 
 use body::BodyPolicy;
+pub(crate) use kinds::LayerKinds;
 
 use crate::engine::LockManager;
 use crate::http::extract::Lockable;
 use crate::http::key_source::KeySource;
 use crate::http::rejection::{BusyAnswer, LockRejection};
 use crate::key::LockKey;
-use crate::kind::LockKind;
 
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
@@ -95,37 +96,6 @@ pub(crate) struct Config {
     pub(crate) map_rejection: Option<Arc<RejectionFn>>,
     /// Which kind of lock a request takes.
     pub(crate) kinds: LayerKinds,
-}
-
-/// Which kind of lock the layer takes for a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LayerKinds {
-    /// The plain lock, for every request.
-    Exclusive,
-    /// The read lock, for every request.
-    Read,
-    /// The write lock, for every request.
-    Write,
-    /// The read lock for safe methods (GET, HEAD, OPTIONS), the write lock for the others.
-    ByMethod,
-}
-
-impl LayerKinds {
-    pub(crate) fn for_method(self, method: &http::Method) -> LockKind {
-        match self {
-            LayerKinds::Exclusive => LockKind::Exclusive,
-            LayerKinds::Read => LockKind::Read,
-            LayerKinds::Write => LockKind::Write,
-            LayerKinds::ByMethod => {
-                let safe = [http::Method::GET, http::Method::HEAD, http::Method::OPTIONS];
-                if safe.contains(method) {
-                    LockKind::Read
-                } else {
-                    LockKind::Write
-                }
-            }
-        }
-    }
 }
 
 impl Config {
