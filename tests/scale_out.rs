@@ -205,6 +205,26 @@ async fn replica_acknowledgement_policies() {
         .await
         .expect("released after the missing acknowledgement");
     let _ = other.release().await.unwrap();
+    // The same for both sides of a read-write lock.
+    for write in [false, true] {
+        let request = if write {
+            strict.write_lock("strict-rw")
+        } else {
+            strict.read_lock("strict-rw")
+        };
+        match request.acquire().await {
+            Err(LockError::Unavailable(error)) => {
+                assert!(error.to_string().contains("0 of 1 replicas"), "{error}")
+            }
+            other => panic!("expected Unavailable without acknowledgement, got {other:?}"),
+        }
+        let other = plain
+            .write_lock("strict-rw")
+            .try_acquire()
+            .await
+            .expect("released after the missing acknowledgement");
+        let _ = other.release().await.unwrap();
+    }
 
     let kept = lenient
         .lock("lenient")

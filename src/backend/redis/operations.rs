@@ -21,6 +21,9 @@ use crate::telemetry::TARGET;
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
         if args.kind != LockKind::Exclusive {
+            let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
+            let (backend, kind) = (self.clone(), args.kind);
+            let (key, owner, lease) = (args.key.clone(), args.owner.clone(), args.lease);
             let reply = self.read_write(
                 ReadWriteOp::Acquire,
                 args.kind,
@@ -29,7 +32,14 @@ impl Backend for RedisBackend {
                 args.lease,
                 args.expected,
             );
-            return Box::pin(async move { read_write::decode_acquire(reply.await?) });
+            return Box::pin(async move {
+                match (read_write::decode_acquire(reply.await?)?, ack) {
+                    (Attempt::Acquired, Some(ack)) => {
+                        Box::pin(backend.await_replicas(ack, key, kind, owner, lease)).await
+                    }
+                    (attempt, _) => Ok(attempt),
+                }
+            });
         }
         // Replica acknowledgement concerns new holders only (a reentry changes no owner).
         let ack = self
@@ -58,7 +68,14 @@ impl Backend for RedisBackend {
                 scripts::ACQUIRED => match ack {
                     // Boxed: only configured managers pay for its future's size.
                     Some((ack, backend, key, owner, lease)) => {
-                        Box::pin(backend.await_replicas(ack, key, owner, lease)).await?
+                        Box::pin(backend.await_replicas(
+                            ack,
+                            key,
+                            LockKind::Exclusive,
+                            owner,
+                            lease,
+                        ))
+                        .await?
                     }
                     None => Attempt::Acquired,
                 },

@@ -41,6 +41,7 @@ impl RedisBackend {
         &self,
         ack: ReplicaAck,
         key: LockKey,
+        kind: LockKind,
         owner: OwnerId,
         lease: Duration,
     ) -> Result<Attempt, BackendError> {
@@ -89,7 +90,7 @@ impl RedisBackend {
                 let released = self
                     .release(ReleaseArgs {
                         key: key.clone(),
-                        kind: LockKind::Exclusive,
+                        kind,
                         owner,
                         lease,
                         expected: 1,
