@@ -89,14 +89,11 @@ impl Backend for RedisBackend {
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         if args.kind != LockKind::Exclusive {
-            // Never handed over: a read-write lock's release frees its share. This
-            // process's own subscriber is among those its message reaches when local
-            // waiters listen on the name (they are woken by the manager itself).
-            let listening = self
-                .inner
-                .notices
-                .get()
-                .is_some_and(|n| n.may_be_watched(&args.key) && n.is_read_write(&args.key));
+            // Never handed over: a read-write lock's release frees its share. A last hold's
+            // release may publish, and this process's own notice is told apart as the plain
+            // lock's is (`echoes`).
+            let listening = args.expected <= 1 && self.listens(&args.key);
+            let key = args.key.clone();
             let reply = self.read_write(
                 ReadWriteOp::Release,
                 args.kind,
@@ -105,12 +102,16 @@ impl Backend for RedisBackend {
                 args.lease,
                 args.expected,
             );
+            let echoes = self.inner.echoes.clone();
             return Box::pin(async move {
-                let mut decoded = read_write::decode_release(reply.await?)?;
-                if let Some(others) = decoded.other_listeners.as_mut() {
-                    *others = others.saturating_sub(u32::from(listening));
+                let code = reply.await;
+                if listening {
+                    echoes.settle(
+                        &key,
+                        matches!(code, Ok(code) if read_write::published(code)),
+                    );
                 }
-                Ok(decoded)
+                read_write::decode_release(code?, listening)
             });
         }
         // Only an owner's last hold is handed over (the script checks it too).

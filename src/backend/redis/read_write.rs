@@ -92,17 +92,27 @@ pub(super) fn decode_acquire(code: i64) -> Result<Attempt, BackendError> {
 }
 
 /// A release's reply code, decoded: `Unlocked` ends this owner's last hold of the kind
-/// (other readers, or its own other kind, may still hold the lock).
-pub(super) fn decode_release(code: i64) -> Result<ReleaseReply, BackendError> {
+/// (other readers, or its own other kind, may still hold the lock). `listening`: this
+/// process's own subscriber is among those a published message reached.
+pub(super) fn decode_release(code: i64, listening: bool) -> Result<ReleaseReply, BackendError> {
     Ok(match code {
         scripts::NOT_HELD => ReleaseReply::new(Released::NotHeld),
         0 => ReleaseReply::new(Released::StillHeld),
-        reached if reached >= scripts::UNLOCKED => ReleaseReply {
-            released: Released::Unlocked,
-            other_listeners: Some(u32::try_from(reached - scripts::UNLOCKED).unwrap_or(u32::MAX)),
-        },
+        scripts::SHARED => ReleaseReply::new(Released::Unlocked),
+        reached if reached >= scripts::UNLOCKED => {
+            let reached = u32::try_from(reached - scripts::UNLOCKED).unwrap_or(u32::MAX);
+            ReleaseReply {
+                released: Released::Unlocked,
+                other_listeners: Some(reached.saturating_sub(u32::from(listening))),
+            }
+        }
         other => return Err(unknown("a release", other)),
     })
+}
+
+/// Whether a release's reply code says a message was published.
+pub(super) fn published(code: i64) -> bool {
+    code >= scripts::UNLOCKED
 }
 
 /// A renewal's reply code, decoded.

@@ -33,6 +33,9 @@ pub(crate) const NOT_HELD: i64 = -1;
 /// Release: the lock was deleted and the unlock message published; the reply is this plus
 /// the number of subscribers the message reached.
 pub(crate) const UNLOCKED: i64 = 1;
+/// Read-write release: the owner's last read hold ended while others still hold the lock;
+/// nothing was published.
+pub(crate) const SHARED: i64 = -4;
 /// Hand-over: the owner's last hold went straight to the successor.
 pub(crate) const HANDED_OVER: i64 = 2;
 

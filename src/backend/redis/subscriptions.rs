@@ -221,11 +221,12 @@ async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes
             Ok(message) => {
                 let text = message.value.as_str();
                 // A read-write lock's messages: `1` (a write release) lets every reader
-                // in, `0` (a read release) the next waiter. Not echoes: the manager's own
-                // releases wake its waiters too, which then retry once more.
+                // in, `0` (a read release) the next waiter; this process's own come back
+                // too, and are taken off `echoes`.
                 if message.channel.starts_with("redisson_rwlock:") {
                     for key in keys_of_read_write_channel(&message.channel) {
                         match text.as_deref() {
+                            Some(UNLOCK_MESSAGE | READ_UNLOCK_MESSAGE) if echoes.take(&key) => {}
                             Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
                             Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
                             _ => {}

@@ -13,11 +13,12 @@
 -- Like the plain lock's script, every operation applies at most once: a re-sent one finds
 -- the count it would have left and reports the same outcome without counting again.
 -- Replies: acquire ACQUIRED, LOST, or the holder's PTTL (BUSY_FOREVER without expiry);
--- release NOT_HELD, 0 (this owner still holds), or UNLOCKED (this owner's last hold of the
--- kind ended) plus the subscribers the unlock message reached when the lock was deleted;
+-- release NOT_HELD, 0 (this owner still holds), UNLOCKED plus the subscribers its message
+-- reached (this owner's last hold of the kind ended and a message was published), or
+-- SHARED (this owner's last read hold ended while others still hold: nothing published);
 -- renew 1 or 0.
 local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
-local NOT_HELD, UNLOCKED = -1, 1
+local NOT_HELD, UNLOCKED, SHARED = -1, 1, -4
 local READ_RELEASED, WRITE_RELEASED = '0', '1'
 local PUBLISH = 'publish'
 
@@ -103,7 +104,7 @@ if op == 'rr' then
   count = count - 1
   if count == 0 then redis.call('hdel', name, owner) else redis.call('hset', name, owner, count) end
   redis.call('del', holds .. ':' .. (count + 1))
-  local left = UNLOCKED
+  local left = SHARED
   if count > 0 then left = 0 end
   if redis.call('hlen', name) > 1 then
     -- The writer (who also read) keeps its own lease.
@@ -116,7 +117,7 @@ if op == 'rr' then
   end
   -- Nobody holds it any more (readers that crashed had their holds expire).
   redis.call('del', name)
-  return left + redis.call(PUBLISH, channel, READ_RELEASED)
+  return UNLOCKED + redis.call(PUBLISH, channel, READ_RELEASED)
 end
 
 if op == 'wr' then
@@ -136,8 +137,7 @@ if op == 'wr' then
   end
   -- The writer still reads (it downgraded): readers of every process may share it now.
   redis.call('hset', name, 'mode', 'read')
-  redis.call(PUBLISH, channel, WRITE_RELEASED)
-  return UNLOCKED
+  return UNLOCKED + redis.call(PUBLISH, channel, WRITE_RELEASED)
 end
 
 if op == 'rn' then
