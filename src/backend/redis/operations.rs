@@ -136,7 +136,11 @@ impl Backend for RedisBackend {
         let echoes = self.inner.echoes.clone();
         Box::pin(async move {
             let code = reply.await;
-            let decoded = decode_release(kind, code?, listening);
+            // Settled on every answer, an error included: a notice still expected after a
+            // release that failed would be taken for ours when another process's arrives,
+            // and its waiter would sleep until the lease ends. (A failed release that did
+            // land only wakes a waiter once more.)
+            let decoded = code.and_then(|code| decode_release(kind, code, listening));
             if listening {
                 let unlocked =
                     matches!(&decoded, Ok(reply) if reply.released == Released::Unlocked);
