@@ -60,5 +60,5 @@ async fn a_failed_release_leaves_no_notice_expected() {
         .await
         .unwrap()
         .expect("woken by the other process's notice, well before its 120 s lease");
-    let _ = guard.release().await.unwrap();
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
 }
