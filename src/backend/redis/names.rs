@@ -11,14 +11,19 @@ use crate::key::LockKey;
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 const READ_WRITE_CHANNEL_PREFIX: &str = "redisson_rwlock:";
 
-/// Redisson's `prefixName(prefix, key)`.
-fn prefixed(prefix: &str, key: &LockKey) -> String {
+/// Redisson's `prefixName(prefix, key)` in parts, to be joined or written where needed:
+/// the key in braces unless it contains `{`.
+fn prefixed_parts<'a>(prefix: &'a str, key: &'a LockKey) -> [&'a str; 4] {
     let text = key.as_str();
     if has_braces(text) {
-        format!("{prefix}{text}")
+        [prefix, "", text, ""]
     } else {
-        format!("{prefix}{{{text}}}")
+        [prefix, "{", text, "}"]
     }
+}
+
+fn prefixed(prefix: &str, key: &LockKey) -> String {
+    prefixed_parts(prefix, key).concat()
 }
 
 /// The channel of the read-write lock `key`: `redisson_rwlock:{<key>}` (or without braces
@@ -37,17 +42,12 @@ pub(super) fn read_write_key_prefix(key: &LockKey) -> String {
 /// The unlock channel of the exclusive lock `key`: `redisson_lock__channel:{<key>}`, or
 /// `redisson_lock__channel:<key>` when the key contains `{`.
 pub fn unlock_channel(key: &LockKey) -> String {
-    channel_parts(key).concat()
+    prefixed(CHANNEL_PREFIX, key)
 }
 
 /// [`unlock_channel`] in parts, to be written where it is needed.
 pub(super) fn channel_parts(key: &LockKey) -> [&str; 4] {
-    let text = key.as_str();
-    if has_braces(text) {
-        [CHANNEL_PREFIX, "", text, ""]
-    } else {
-        [CHANNEL_PREFIX, "{", text, "}"]
-    }
+    prefixed_parts(CHANNEL_PREFIX, key)
 }
 
 /// The channel a local waiter of `key` listens on: the read-write lock's or the plain
