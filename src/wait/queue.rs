@@ -29,13 +29,13 @@ impl Queue {
     /// behind it (they share; a writer stops the run, and readers behind a writer wait for
     /// it).
     pub(super) fn front(&self) -> impl Iterator<Item = &Arc<Waiter>> {
+        // Lazily: a waiter looking for itself stops where it stands, not at the run's end.
         let reads = self.waiters.front().is_some_and(|head| head.reads);
-        let run = if reads {
-            self.waiters.iter().take_while(|w| w.reads).count()
-        } else {
-            self.waiters.len().min(1)
-        };
-        self.waiters.iter().take(run)
+        self.waiters
+            .iter()
+            .enumerate()
+            .take_while(move |(at, waiter)| *at == 0 || (reads && waiter.reads))
+            .map(|(_, waiter)| waiter)
     }
 
     /// Signals the waiters at the [`front`](Self::front).
