@@ -162,8 +162,20 @@ fn rounds(duration: Duration) -> u32 {
     (duration.as_millis() / 200).clamp(5, 50) as u32
 }
 
-/// Operations per second of `a` and of `b`, each run for `duration` in all, taking turns.
+/// Operations per second of `a` and of `b`, each run for `duration` in all, taking turns
+/// (64 workers each).
 async fn interleaved<A, FA, B, FB>(duration: Duration, a: A, b: B) -> (f64, f64)
+where
+    A: Fn(u64) -> FA + Clone + Send + 'static,
+    FA: std::future::Future<Output = ()> + Send,
+    B: Fn(u64) -> FB + Clone + Send + 'static,
+    FB: std::future::Future<Output = ()> + Send,
+{
+    interleaved_on(64, duration, a, b).await
+}
+
+/// [`interleaved`] with `workers` workers per variant.
+async fn interleaved_on<A, FA, B, FB>(workers: u64, duration: Duration, a: A, b: B) -> (f64, f64)
 where
     A: Fn(u64) -> FA + Clone + Send + 'static,
     FA: std::future::Future<Output = ()> + Send,
@@ -174,9 +186,9 @@ where
     let slice = duration / rounds;
     let (mut count_a, mut time_a, mut count_b, mut time_b) = (0, Duration::ZERO, 0, Duration::ZERO);
     for round in 0..u64::from(rounds) {
-        let (n, t) = run_for(slice, round, a.clone()).await;
+        let (n, t) = run_for(workers, slice, round, a.clone()).await;
         (count_a, time_a) = (count_a + n, time_a + t);
-        let (n, t) = run_for(slice, round, b.clone()).await;
+        let (n, t) = run_for(workers, slice, round, b.clone()).await;
         (count_b, time_b) = (count_b + n, time_b + t);
     }
     (
@@ -185,19 +197,20 @@ where
     )
 }
 
-/// Operations completed by 64 workers calling `op(random)` for `duration`, and the time.
-async fn run_for<F, Fut>(duration: Duration, round: u64, op: F) -> (u64, Duration)
+/// Operations completed by `workers` workers calling `op(random)` for `duration`, and the
+/// time.
+async fn run_for<F, Fut>(workers: u64, duration: Duration, round: u64, op: F) -> (u64, Duration)
 where
     F: Fn(u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
     let end = Instant::now() + duration;
     let start = Instant::now();
-    let tasks: Vec<_> = (0..64u64)
+    let tasks: Vec<_> = (0..workers)
         .map(|worker| {
             let op = op.clone();
             tokio::spawn(async move {
-                let seed = (round * 64 + worker + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
+                let seed = (round * workers + worker + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
                 let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
                 let mut count = 0u64;
                 while Instant::now() < end {
