@@ -4,78 +4,22 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::*;
+use support::backend_lock::BackendLock;
 use support::suite::{backend_suite, BackendUnderTest};
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, ReleaseArgs, RenewArgs};
-use tower_lock::{LockKey, LockKind, LockManager, OwnerId, Released};
+use tower_lock::backend::Attempt;
+use tower_lock::{LockKind, LockManager, Released};
 
 const LEASE: Duration = Duration::from_secs(30);
 
-/// One lock name driven through a backend by owner names.
-struct Lock {
-    backend: Arc<dyn Backend>,
-    key: LockKey,
-}
-
-impl Lock {
-    async fn on(backend: BackendUnderTest, name: &str) -> Lock {
-        Lock {
-            backend: backend.backend().await,
-            key: LockManager::memory().key(&support::unique(name)).unwrap(),
-        }
-    }
-
-    async fn acquire(&self, kind: LockKind, owner: &str, expected: u32) -> Attempt {
-        self.acquire_for(kind, owner, expected, LEASE).await
-    }
-
-    async fn acquire_for(
-        &self,
-        kind: LockKind,
-        owner: &str,
-        expected: u32,
-        lease: Duration,
-    ) -> Attempt {
-        self.backend
-            .acquire(AcquireArgs {
-                key: self.key.clone(),
-                kind,
-                owner: OwnerId::from_raw(owner),
-                lease,
-                expected,
-            })
-            .await
-            .unwrap()
-    }
-
-    async fn release(&self, kind: LockKind, owner: &str, expected: u32) -> Released {
-        self.backend
-            .release(ReleaseArgs {
-                key: self.key.clone(),
-                kind,
-                owner: OwnerId::from_raw(owner),
-                lease: LEASE,
-                expected,
-                successor: None,
-            })
-            .await
-            .unwrap()
-            .released
-    }
-
-    async fn renew(&self, kind: LockKind, owner: &str, lease: Duration) -> bool {
-        self.backend
-            .renew(RenewArgs {
-                key: self.key.clone(),
-                kind,
-                owner: OwnerId::from_raw(owner),
-                lease,
-            })
-            .await
-            .unwrap()
+/// A fresh name on `backend`, driven by owner names.
+async fn lock_on(backend: BackendUnderTest, name: &str) -> BackendLock {
+    BackendLock {
+        backend: backend.backend().await,
+        key: LockManager::memory().key(&support::unique(name)).unwrap(),
+        lease: LEASE,
     }
 }
 
@@ -86,7 +30,7 @@ fn busy(attempt: Attempt) -> bool {
 use LockKind::{Exclusive, Read, Write};
 
 async fn readers_share_and_a_writer_excludes(backend: BackendUnderTest) {
-    let lock = Lock::on(backend, "rw-share").await;
+    let lock = lock_on(backend, "rw-share").await;
     let readers: Vec<String> = (0..32).map(|i| format!("reader:{i}")).collect();
     for reader in &readers {
         assert_eq!(lock.acquire(Read, reader, 0).await, Attempt::Acquired);
@@ -126,7 +70,7 @@ async fn readers_share_and_a_writer_excludes(backend: BackendUnderTest) {
 }
 
 async fn the_writer_may_read_a_reader_may_not_write(backend: BackendUnderTest) {
-    let lock = Lock::on(backend, "rw-downgrade").await;
+    let lock = lock_on(backend, "rw-downgrade").await;
     assert_eq!(lock.acquire(Write, "w", 0).await, Attempt::Acquired);
     assert_eq!(
         lock.acquire(Read, "w", 0).await,
@@ -152,7 +96,7 @@ async fn the_writer_may_read_a_reader_may_not_write(backend: BackendUnderTest) {
 }
 
 async fn counts_apply_at_most_once(backend: BackendUnderTest) {
-    let lock = Lock::on(backend, "rw-counts").await;
+    let lock = lock_on(backend, "rw-counts").await;
     for kind in [Read, Write] {
         assert_eq!(lock.acquire(kind, "o", 0).await, Attempt::Acquired);
         assert_eq!(
@@ -195,7 +139,7 @@ async fn counts_apply_at_most_once(backend: BackendUnderTest) {
 /// Each reader's holds have their own lease: one that stops renewing loses its holds, the
 /// others read on, and the lock ends with the last of them.
 async fn a_silent_readers_holds_expire_alone(backend: BackendUnderTest) {
-    let lock = Lock::on(backend, "rw-expiry").await;
+    let lock = lock_on(backend, "rw-expiry").await;
     let short = Duration::from_millis(300);
     assert_eq!(
         lock.acquire_for(Read, "crashed", 0, short).await,
@@ -234,7 +178,7 @@ backend_suite!(
 /// read hold; a read release that frees the lock publishes `0`, a write release `1`, on
 /// `redisson_rwlock:{name}`.
 async fn redissons_layout_and_messages(backend: BackendUnderTest) {
-    let lock = Lock::on(backend, "rw-layout").await;
+    let lock = lock_on(backend, "rw-layout").await;
     let url = backend.url().unwrap();
     let admin = support::client(&url).await;
     let subscriber = support::subscriber(&url).await;

@@ -3,47 +3,14 @@
 //! wakes a waiting Redisson client on the other by Redisson's own messages (`0` for a read
 //! release, `1` for a write release, on `redisson_rwlock:{name}`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, RedisBackend, ReleaseArgs};
-use tower_lock::{LockKey, LockKind, OwnerId, Released};
+use tower_lock::backend::{Attempt, RedisBackend};
+use tower_lock::{LockKind, Released};
 
+use crate::support::backend_lock::BackendLock;
 use crate::{subscribed, support, Sides, Target, LONG_LEASE, WAKE_WAIT};
-
-struct Ours {
-    backend: RedisBackend,
-    key: LockKey,
-}
-
-impl Ours {
-    async fn acquire(&self, kind: LockKind, owner: &str) -> Attempt {
-        self.backend
-            .acquire(AcquireArgs {
-                key: self.key.clone(),
-                kind,
-                owner: OwnerId::from_raw(owner),
-                lease: LONG_LEASE,
-                expected: 0,
-            })
-            .await
-            .unwrap()
-    }
-
-    async fn release(&self, kind: LockKind, owner: &str) -> Released {
-        self.backend
-            .release(ReleaseArgs {
-                key: self.key.clone(),
-                kind,
-                owner: OwnerId::from_raw(owner),
-                lease: LONG_LEASE,
-                expected: 1,
-                successor: None,
-            })
-            .await
-            .unwrap()
-            .released
-    }
-}
 
 async fn java_gets(sides: &Sides, holder: &str, kind: &str, name: &str) -> bool {
     sides
@@ -60,19 +27,20 @@ fn busy(attempt: Attempt) -> bool {
 async fn read_write_locks_interoperate(target: Target) {
     let sides = target.sides().await;
     let name = support::unique("interop-rw");
-    let ours = Ours {
-        backend: RedisBackend::connect(&target.url()).await.unwrap(),
+    let ours = BackendLock {
+        backend: Arc::new(RedisBackend::connect(&target.url()).await.unwrap()),
         key: sides.locks.key(&name).unwrap(),
+        lease: LONG_LEASE,
     };
     use LockKind::{Read, Write};
 
     // Readers of both sides share; writers of both sides wait.
     assert!(java_gets(&sides, "jr1", "read", &name).await);
-    assert_eq!(ours.acquire(Read, "r1").await, Attempt::Acquired);
+    assert_eq!(ours.acquire(Read, "r1", 0).await, Attempt::Acquired);
     assert!(java_gets(&sides, "jr2", "read", &name).await);
-    assert_eq!(ours.acquire(Read, "r2").await, Attempt::Acquired);
+    assert_eq!(ours.acquire(Read, "r2", 0).await, Attempt::Acquired);
     assert!(!java_gets(&sides, "jw", "write", &name).await);
-    assert!(busy(ours.acquire(Write, "w").await));
+    assert!(busy(ours.acquire(Write, "w", 0).await));
     for holder in ["jr1", "jr2"] {
         sides.java.unlock(holder, "read", &name).await.unwrap();
     }
@@ -80,8 +48,8 @@ async fn read_write_locks_interoperate(target: Target) {
         !java_gets(&sides, "jw", "write", &name).await,
         "our readers still read"
     );
-    assert_eq!(ours.release(Read, "r1").await, Released::Unlocked);
-    assert_eq!(ours.release(Read, "r2").await, Released::Unlocked);
+    assert_eq!(ours.release(Read, "r1", 1).await, Released::Unlocked);
+    assert_eq!(ours.release(Read, "r2", 1).await, Released::Unlocked);
 
     // A Redisson writer excludes our readers and writers, and may read itself.
     assert!(java_gets(&sides, "jw", "write", &name).await);
@@ -89,39 +57,39 @@ async fn read_write_locks_interoperate(target: Target) {
         java_gets(&sides, "jw", "read", &name).await,
         "Redisson's downgrade"
     );
-    assert!(busy(ours.acquire(Read, "r1").await));
-    assert!(busy(ours.acquire(Write, "w").await));
+    assert!(busy(ours.acquire(Read, "r1", 0).await));
+    assert!(busy(ours.acquire(Write, "w", 0).await));
     sides.java.unlock("jw", "write", &name).await.unwrap();
     // Its read hold remains, in read mode now: our readers share it, writers wait.
-    assert_eq!(ours.acquire(Read, "r1").await, Attempt::Acquired);
-    assert!(busy(ours.acquire(Write, "w").await));
+    assert_eq!(ours.acquire(Read, "r1", 0).await, Attempt::Acquired);
+    assert!(busy(ours.acquire(Write, "w", 0).await));
     sides.java.unlock("jw", "read", &name).await.unwrap();
-    assert_eq!(ours.release(Read, "r1").await, Released::Unlocked);
+    assert_eq!(ours.release(Read, "r1", 1).await, Released::Unlocked);
 
     // Our writer excludes Redisson's readers and writers, and may read itself.
-    assert_eq!(ours.acquire(Write, "w").await, Attempt::Acquired);
+    assert_eq!(ours.acquire(Write, "w", 0).await, Attempt::Acquired);
     assert_eq!(
-        ours.acquire(Read, "w").await,
+        ours.acquire(Read, "w", 0).await,
         Attempt::Acquired,
         "our downgrade"
     );
     assert!(!java_gets(&sides, "jr1", "read", &name).await);
     assert!(!java_gets(&sides, "jw", "write", &name).await);
-    assert_eq!(ours.release(Write, "w").await, Released::Unlocked);
+    assert_eq!(ours.release(Write, "w", 1).await, Released::Unlocked);
     assert!(
         java_gets(&sides, "jr1", "read", &name).await,
         "read mode: shared"
     );
     assert!(!java_gets(&sides, "jw", "write", &name).await);
     sides.java.unlock("jr1", "read", &name).await.unwrap();
-    assert_eq!(ours.release(Read, "w").await, Released::Unlocked);
+    assert_eq!(ours.release(Read, "w", 1).await, Released::Unlocked);
     assert!(!sides.java.is_locked("write", &name).await);
 
     // Wake-ups: our write release wakes a waiting Redisson reader, our read release a
     // waiting Redisson writer (well before the lease: LONG_LEASE > WAKE_WAIT).
     let channel = format!("redisson_rwlock:{{{name}}}");
     for (ours_kind, java_kind) in [(Write, "read"), (Read, "write")] {
-        assert_eq!(ours.acquire(ours_kind, "o").await, Attempt::Acquired);
+        assert_eq!(ours.acquire(ours_kind, "o", 0).await, Attempt::Acquired);
         let before = support::numsub(&sides.admin, &channel).await;
         let (java, ()) = tokio::join!(
             sides.java.lock(
@@ -133,7 +101,7 @@ async fn read_write_locks_interoperate(target: Target) {
             ),
             async {
                 subscribed(&sides.admin, &channel, before).await;
-                assert_eq!(ours.release(ours_kind, "o").await, Released::Unlocked);
+                assert_eq!(ours.release(ours_kind, "o", 1).await, Released::Unlocked);
             }
         );
         assert!(java.acquired, "Redisson's {java_kind} waiter was not woken");

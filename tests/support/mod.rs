@@ -4,6 +4,7 @@
 //! restart Redis always start their own server.
 #![allow(dead_code)]
 
+pub mod backend_lock;
 pub mod cluster;
 pub mod http;
 pub mod order;
