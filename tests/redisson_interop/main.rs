@@ -51,12 +51,18 @@ impl Sides {
 }
 
 impl Sides {
-    /// Whether Redisson's `holder` gets `key` at once (an attempt without waiting).
-    pub async fn java_gets_now(&self, holder: &str, key: &str) -> bool {
+    /// Whether Redisson's `holder` gets lock `kind` of `key` at once (an attempt without
+    /// waiting).
+    pub async fn java_gets(&self, holder: &str, kind: &str, key: &str) -> bool {
         self.java
-            .lock(holder, "lock", key, Some(Duration::ZERO), Some(LONG_LEASE))
+            .lock(holder, kind, key, Some(Duration::ZERO), Some(LONG_LEASE))
             .await
             .acquired
+    }
+
+    /// [`java_gets`](Self::java_gets) for the plain lock.
+    pub async fn java_gets_now(&self, holder: &str, key: &str) -> bool {
+        self.java_gets(holder, "lock", key).await
     }
 
     /// Exclusion both ways on `name`: Redisson cannot take tower-lock's hold, nor tower-lock

@@ -4,21 +4,12 @@
 //! release, `1` for a write release, on `redisson_rwlock:{name}`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tower_lock::backend::{Attempt, RedisBackend};
 use tower_lock::{LockKind, Released};
 
 use crate::support::backend_lock::BackendLock;
-use crate::{subscribed, support, Sides, Target, LONG_LEASE, WAKE_WAIT};
-
-async fn java_gets(sides: &Sides, holder: &str, kind: &str, name: &str) -> bool {
-    sides
-        .java
-        .lock(holder, kind, name, Some(Duration::ZERO), Some(LONG_LEASE))
-        .await
-        .acquired
-}
+use crate::{subscribed, support, Target, LONG_LEASE, WAKE_WAIT};
 
 fn busy(attempt: Attempt) -> bool {
     matches!(attempt, Attempt::Busy(_))
@@ -35,26 +26,26 @@ async fn read_write_locks_interoperate(target: Target) {
     use LockKind::{Read, Write};
 
     // Readers of both sides share; writers of both sides wait.
-    assert!(java_gets(&sides, "jr1", "read", &name).await);
+    assert!(sides.java_gets("jr1", "read", &name).await);
     assert_eq!(ours.acquire(Read, "r1", 0).await, Attempt::Acquired);
-    assert!(java_gets(&sides, "jr2", "read", &name).await);
+    assert!(sides.java_gets("jr2", "read", &name).await);
     assert_eq!(ours.acquire(Read, "r2", 0).await, Attempt::Acquired);
-    assert!(!java_gets(&sides, "jw", "write", &name).await);
+    assert!(!sides.java_gets("jw", "write", &name).await);
     assert!(busy(ours.acquire(Write, "w", 0).await));
     for holder in ["jr1", "jr2"] {
         sides.java.unlock(holder, "read", &name).await.unwrap();
     }
     assert!(
-        !java_gets(&sides, "jw", "write", &name).await,
+        !sides.java_gets("jw", "write", &name).await,
         "our readers still read"
     );
     assert_eq!(ours.release(Read, "r1", 1).await, Released::Unlocked);
     assert_eq!(ours.release(Read, "r2", 1).await, Released::Unlocked);
 
     // A Redisson writer excludes our readers and writers, and may read itself.
-    assert!(java_gets(&sides, "jw", "write", &name).await);
+    assert!(sides.java_gets("jw", "write", &name).await);
     assert!(
-        java_gets(&sides, "jw", "read", &name).await,
+        sides.java_gets("jw", "read", &name).await,
         "Redisson's downgrade"
     );
     assert!(busy(ours.acquire(Read, "r1", 0).await));
@@ -73,14 +64,14 @@ async fn read_write_locks_interoperate(target: Target) {
         Attempt::Acquired,
         "our downgrade"
     );
-    assert!(!java_gets(&sides, "jr1", "read", &name).await);
-    assert!(!java_gets(&sides, "jw", "write", &name).await);
+    assert!(!sides.java_gets("jr1", "read", &name).await);
+    assert!(!sides.java_gets("jw", "write", &name).await);
     assert_eq!(ours.release(Write, "w", 1).await, Released::Unlocked);
     assert!(
-        java_gets(&sides, "jr1", "read", &name).await,
+        sides.java_gets("jr1", "read", &name).await,
         "read mode: shared"
     );
-    assert!(!java_gets(&sides, "jw", "write", &name).await);
+    assert!(!sides.java_gets("jw", "write", &name).await);
     sides.java.unlock("jr1", "read", &name).await.unwrap();
     assert_eq!(ours.release(Read, "w", 1).await, Released::Unlocked);
     assert!(!sides.java.is_locked("write", &name).await);
@@ -127,7 +118,7 @@ async fn redisson_releases_wake_tower_lock_waiters(target: Target) {
     let name = support::unique("interop-rw-wake");
     let channel = format!("redisson_rwlock:{{{name}}}");
 
-    assert!(java_gets(&sides, "jw", "write", &name).await);
+    assert!(sides.java_gets("jw", "write", &name).await);
     let before = support::numsub(&sides.admin, &channel).await;
     let readers: Vec<_> = (0..4)
         .map(|_| {
@@ -152,14 +143,14 @@ async fn redisson_releases_wake_tower_lock_waiters(target: Target) {
         );
     }
     assert!(
-        !java_gets(&sides, "jw", "write", &name).await,
+        !sides.java_gets("jw", "write", &name).await,
         "four readers hold"
     );
     for guard in guards {
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
 
-    assert!(java_gets(&sides, "jr", "read", &name).await);
+    assert!(sides.java_gets("jr", "read", &name).await);
     let before = support::numsub(&sides.admin, &channel).await;
     let (writer, ()) = tokio::join!(
         sides.locks.write_lock(&name).wait(WAKE_WAIT).acquire(),
@@ -169,7 +160,7 @@ async fn redisson_releases_wake_tower_lock_waiters(target: Target) {
         }
     );
     let writer = writer.expect("woken by Redisson's read release");
-    assert!(!java_gets(&sides, "jr", "read", &name).await);
+    assert!(!sides.java_gets("jr", "read", &name).await);
     assert_eq!(writer.release().await.unwrap(), Released::Unlocked);
 }
 
@@ -190,7 +181,7 @@ async fn a_name_waited_on_as_both_kinds_in_turn() {
     let sides = Target::Single.sides().await;
     let name = support::unique("interop-kinds");
     for (java_kind, ours) in [("lock", LockKind::Exclusive), ("write", LockKind::Read)] {
-        assert!(java_gets(&sides, "j", java_kind, &name).await);
+        assert!(sides.java_gets("j", java_kind, &name).await);
         let waiter = {
             let (locks, name) = (sides.locks.clone(), name.clone());
             tokio::spawn(async move {
