@@ -17,17 +17,19 @@ impl Notices {
         Notices { queues }
     }
 
-    /// Another process released `key` (the lock is free): the next local waiter tries now.
-    /// The backend should not report this process's own releases (the manager wakes its
-    /// waiters itself).
+    /// Another process released `key` (the lock is free): the next local waiter tries now
+    /// (with the readers right behind it, when it reads). The backend should not report
+    /// this process's own releases (the manager wakes its waiters itself).
     pub fn unlocked(&self, key: &LockKey) {
         self.queues.unlocked(key);
     }
 
-    /// Another process released a lock that several waiters may now share: every local
-    /// waiter of `key` tries now.
+    /// Another process released a lock that several waiters may now share (a write
+    /// release: Redisson's READ_UNLOCK). The same as [`unlocked`](Self::unlocked): the readers
+    /// at the front of the queue all try, up to the first local writer, which later readers
+    /// do not overtake.
     pub fn unlocked_all(&self, key: &LockKey) {
-        self.queues.unlocked_all(key);
+        self.queues.unlocked(key);
     }
 
     /// Notices may have been lost (a reconnect, a lagging receiver): every waiting head

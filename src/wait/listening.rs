@@ -54,13 +54,6 @@ impl WaitQueues {
         }
     }
 
-    /// A write lock on `key` was released, which readers may now share: the waiters at the
-    /// front of the queue retry (every reader up to the first local writer: a writer that
-    /// queued before later readers is not overtaken by them).
-    pub(crate) fn unlocked_all(&self, key: &LockKey) {
-        self.unlocked(key);
-    }
-
     /// Whether the local waiters of `key` wait for a read-write lock (the backend listens
     /// on that lock's channel).
     pub(crate) fn is_read_write(&self, key: &LockKey) -> bool {
