@@ -16,15 +16,26 @@ pub enum LockKind {
     /// The write side of a read-write lock: one writer, no readers but the writer itself
     /// (Redisson's `RReadWriteLock.writeLock()`). A reader cannot also write (no upgrade).
     Write,
+    /// One holder at a time, reentrant, granted in arrival order across every process: the
+    /// waiters of all processes queue in Redis (Redisson's `RFairLock`, with its waiter
+    /// list, deadline set and per-waiter channel). See
+    /// [`LockManager::fair_lock`](crate::LockManager::fair_lock).
+    Fair,
 }
 
 impl LockKind {
-    /// A short name for logs and metrics labels ("exclusive", "read", "write").
+    /// A short name for logs and metrics labels ("exclusive", "read", "write", "fair").
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Exclusive => "exclusive",
             LockKind::Read => "read",
             LockKind::Write => "write",
+            LockKind::Fair => "fair",
         }
+    }
+
+    /// Whether this is a side of a read-write lock.
+    pub(crate) fn is_read_write(self) -> bool {
+        matches!(self, LockKind::Read | LockKind::Write)
     }
 }

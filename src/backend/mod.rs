@@ -13,11 +13,13 @@ use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
+mod fair;
 pub mod memory;
 mod notices;
 #[cfg(feature = "redis")]
 pub mod redis;
 
+pub use fair::{FairArgs, FairAttempt, LeaveArgs};
 pub use memory::MemoryBackend;
 pub use notices::Notices;
 #[cfg(feature = "redis")]
@@ -183,6 +185,31 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Extends the lease if `args.owner` still holds the lock; `Ok(false)` when it does not.
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>>;
+
+    /// One attempt of a waiting fair lock ([`LockKind::Fair`]): takes the lock when it is
+    /// free and nobody is queued before `args.owner`, else queues the owner (or keeps its
+    /// place alive). Like [`acquire`](Self::acquire), applied at most once, and safe to
+    /// finish without its caller. ([`acquire`](Self::acquire) with [`LockKind::Fair`] is a
+    /// single try that never queues, and the reentry of a holder.)
+    ///
+    /// A release of a fair lock wakes only the queue's head, through
+    /// [`Notices::turn`]. Default: an error (the backend has no fair locks).
+    fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
+        let name = self.name();
+        let _ = args;
+        Box::pin(async move {
+            Err(BackendError::new(format!(
+                "the {name} lock backend has no fair locks"
+            )))
+        })
+    }
+
+    /// Takes a fair waiter out of the queue (it stopped waiting). Removing one that is not
+    /// queued changes nothing. Default: nothing to do.
+    fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
+        let _ = args;
+        Box::pin(std::future::ready(Ok(())))
+    }
 
     /// Connects the backend to the manager: from now on it reports unlocks of other
     /// processes through `notices`, and keeps its subscriptions in step with the names

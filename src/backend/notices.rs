@@ -2,7 +2,7 @@
 //! have been lost, a lost connection; and what it asks: which names have local waiters,
 //! so that it listens for exactly those.
 
-use crate::key::LockKey;
+use crate::key::{LockKey, OwnerId};
 use crate::wait::WaitQueues;
 
 /// The channel from a backend to its manager's waiters, given to
@@ -72,6 +72,37 @@ impl Notices {
     /// than the plain lock's.
     pub fn is_read_write(&self, key: &LockKey) -> bool {
         self.queues.is_read_write(key)
+    }
+
+    /// The fair waiter `owner` of `key` may take the lock now: it is at the head of the
+    /// backend's queue and the lock was released (Redis: a message on its own channel,
+    /// `redisson_lock__channel:{key}:<owner>`). Also how a backend that confirms
+    /// subscriptions tells a fair waiter that its channel is now listened to (it then
+    /// looks again, so that a release just before is not missed).
+    pub fn turn(&self, key: &LockKey, owner: &OwnerId) {
+        self.queues.turn(key, owner);
+    }
+
+    /// The fair waiters whose channel subscription may have changed since the last call,
+    /// each with whether it is wanted now (the waiter is still waiting). Changes are
+    /// signalled by [`changed`](Self::changed), like the names'.
+    pub fn take_waiter_changes(&self) -> Vec<((LockKey, OwnerId), bool)> {
+        self.queues.take_fair_changes()
+    }
+
+    /// Whether the fair waiter `owner` of `key` is still waiting.
+    pub fn is_waiter_watched(&self, key: &LockKey, owner: &OwnerId) -> bool {
+        self.queues.is_fair_waiting(&(key.clone(), owner.clone()))
+    }
+
+    /// Whether any name or fair waiter is watched now.
+    pub fn has_waiters(&self) -> bool {
+        self.watched_names() > 0 || self.queues.fair_counts(None).0 > 0
+    }
+
+    /// Whether the manager these notices reach is gone (only this handle is left).
+    pub(crate) fn is_orphaned(&self) -> bool {
+        self.queues.is_only_handle()
     }
 
     /// Whether `key` has local waiters now.

@@ -26,6 +26,10 @@ pub const DEFAULT_HAND_OVER_LIMIT: u32 = 8;
 /// Default time an acquisition waits for a busy lock.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 
+/// Default [queue timeout](LockManagerBuilder::fair_queue_timeout) of fair locks: Redisson's
+/// default `fairLockWaitTimeout`, 5 minutes.
+pub const DEFAULT_FAIR_QUEUE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// A manager's settings (fixed once it is built).
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {
@@ -35,6 +39,7 @@ pub(crate) struct Settings {
     pub(crate) max_name_len: usize,
     pub(crate) hand_over_limit: u32,
     pub(crate) loss_margin: LossMargin,
+    pub(crate) fair_queue_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -46,6 +51,7 @@ impl Default for Settings {
             max_name_len: DEFAULT_MAX_NAME_LEN,
             hand_over_limit: DEFAULT_HAND_OVER_LIMIT,
             loss_margin: LossMargin::DEFAULT,
+            fair_queue_timeout: DEFAULT_FAIR_QUEUE_TIMEOUT,
         }
     }
 }
@@ -119,6 +125,22 @@ impl LockManagerBuilder {
     /// the lease). See [`LossMargin`].
     pub fn loss_margin(mut self, margin: LossMargin) -> Self {
         self.settings.loss_margin = margin;
+        self
+    }
+
+    /// How long a fair waiter's place in the queue lasts, per place ahead of it, when its
+    /// waiter stops asking (default [`DEFAULT_FAIR_QUEUE_TIMEOUT`], 5 minutes, Redisson's
+    /// `fairLockWaitTimeout`). A waiter's own is the shorter of this and its wait. A live
+    /// waiter keeps its place however long the holder keeps the lock (it renews the place
+    /// every third of this); one whose process died is dropped from the head of the queue
+    /// this long after its last renewal, and the next waiter goes on.
+    ///
+    /// When Redisson clients share the queues, give both sides the same value (Redisson:
+    /// `Config.setFairLockWaitTimeout`, or the same `waitTime` in `tryLock`): when a waiter
+    /// takes the lock, Redisson moves the places behind it up by *its* value. Values under
+    /// 10 ms are raised to 10 ms. See `docs/fair-locks.md`.
+    pub fn fair_queue_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.fair_queue_timeout = timeout.clamp(Duration::from_millis(10), MAX_LEASE);
         self
     }
 

@@ -202,6 +202,42 @@ impl LockManager {
         LockRequest::new(self.inner.clone(), key, LockKind::Write)
     }
 
+    /// A request for the fair lock `name`: one holder at a time, like [`lock`](Self::lock),
+    /// but granted in arrival order across every process. Each waiter takes its place in a
+    /// queue in the backend (Redis: Redisson's `RFairLock` layout, so Redisson waiters
+    /// share it), keeps it while it waits however long the holder keeps the lock, and is
+    /// told alone when its turn comes; a waiter whose process died is dropped from the
+    /// head of the queue within its wait (or the
+    /// [queue timeout](crate::LockManagerBuilder::fair_queue_timeout)). A waiter whose
+    /// acquisition is dropped leaves the queue. A single try
+    /// ([`try_acquire`](LockRequest::try_acquire)) never queues, and takes the lock only
+    /// when nobody queues for it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// use tower_lock::LockManager;
+    ///
+    /// let locks = LockManager::memory();
+    /// let first = locks.fair_lock("order:42").acquire().await.unwrap();
+    /// let second = tokio::spawn({
+    ///     let locks = locks.clone();
+    ///     async move { locks.fair_lock("order:42").wait(Duration::from_secs(5)).acquire().await }
+    /// });
+    /// while locks.waiting("order:42") == 0 {
+    ///     tokio::task::yield_now().await;
+    /// }
+    /// // Someone queues: a newcomer's single try does not overtake it.
+    /// first.release().await.unwrap();
+    /// assert!(locks.fair_lock("order:42").try_acquire().await.is_err());
+    /// second.await.unwrap().unwrap().release().await.unwrap();
+    /// # }
+    /// ```
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> LockRequest {
+        let key = self.key(name.as_ref());
+        LockRequest::new(self.inner.clone(), key, LockKind::Fair)
+    }
+
     /// The key `name` maps to (the manager's prefix and the name).
     ///
     /// # Errors

@@ -7,6 +7,7 @@ mod acquire;
 mod builder;
 mod count_lock;
 mod drop_safe;
+mod fair;
 mod guard;
 pub(crate) mod hold;
 #[cfg(feature = "axum")]
@@ -23,7 +24,8 @@ mod unowned;
 #[cfg(feature = "axum")]
 pub(crate) use acquire::{Acquired, PendingWatchdog};
 pub use builder::{
-    LockManagerBuilder, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
+    LockManagerBuilder, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
+    DEFAULT_WAIT, MAX_LEASE,
 };
 pub use guard::LockGuard;
 #[cfg(feature = "axum")]

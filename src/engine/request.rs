@@ -8,6 +8,7 @@ use tracing::{Instrument, Span};
 
 use super::acquire::{Acquired, Acquisition, Grant, Want};
 use super::builder::MAX_LEASE;
+use super::fair::FairAcquisition;
 use super::guard::LockGuard;
 use super::manager::ManagerInner;
 use crate::backend::Attempt;
@@ -198,6 +199,9 @@ impl LockRequest {
         // reconnect (a waiter already queued rides the outage out while its wait lasts).
         if !inner.store().is_available() {
             return Err(LockError::Unavailable(super::acquire::backend_down()));
+        }
+        if want.kind == LockKind::Fair {
+            return FairAcquisition::new(inner, want, self.wait).run().await;
         }
         Acquisition::new(inner, want, self.wait).run().await
     }

@@ -9,8 +9,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, MemoryBackend, Notices, ReleaseArgs,
-    ReleaseReply, RenewArgs,
+    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, LeaveArgs,
+    MemoryBackend, Notices, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::BackendError;
 use crate::key::LockKey;
@@ -86,6 +86,17 @@ impl Store {
 
     pub(crate) fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
         self.backend().renew(args)
+    }
+
+    pub(crate) fn fair_acquire(
+        &self,
+        args: FairArgs,
+    ) -> BoxFuture<Result<FairAttempt, BackendError>> {
+        self.backend().fair_acquire(args)
+    }
+
+    pub(crate) fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
+        self.backend().leave_queue(args)
     }
 
     pub(crate) fn listen(&self, notices: Notices) {

@@ -75,5 +75,6 @@ impl WaitQueues {
                 queue.signal_front(true);
             }
         }
+        self.resync_fair();
     }
 }

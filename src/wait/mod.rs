@@ -16,12 +16,14 @@ use crate::key::{KeyMap, KeySet, LockKey, OwnerId};
 use crate::kind::LockKind;
 
 mod claim;
+mod fair;
 mod listening;
 mod offer;
 mod queue;
 mod ticket;
 
 pub(crate) use claim::Claim;
+pub(crate) use fair::FairTicket;
 pub(crate) use offer::Offer;
 use offer::OfferState;
 use queue::Queue;
@@ -50,6 +52,8 @@ struct QueuesInner {
     /// Names with waiters, per shard: read without the shard's mutex by holds that an
     /// in-process backend granted without a claim (see [`WaitQueues::may_be_queued`]).
     queued: QueuedNames,
+    /// Fair waiters, by name and owner (they wait in the backend's queue, not here).
+    fair: fair::FairWaiters,
 }
 
 /// Changed only when a queue is made or removed, so reading it seldom misses the cache.
@@ -101,8 +105,14 @@ impl WaitQueues {
                 ready_at_once,
                 next_waiter: AtomicU64::new(1),
                 queued: QueuedNames::default(),
+                fair: Default::default(),
             }),
         }
+    }
+
+    /// Whether this is the last handle on the queues (their manager is gone).
+    pub(crate) fn is_only_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
     }
 
     /// The part of the queues that holds `key`.
@@ -265,25 +275,31 @@ impl WaitQueues {
 
     /// Number of local waiters queued for `key`.
     pub(crate) fn queued(&self, key: &LockKey) -> usize {
-        self.lock(key)
+        let local = self
+            .lock(key)
             .queues
             .get(key)
-            .map_or(0, |q| q.waiters.len())
+            .map_or(0, |q| q.waiters.len());
+        local + self.fair_counts(Some(key)).1
     }
 
     /// (names with waiters, waiters, names claimed by holders or attempts, names whose
-    /// subscription is about to change).
+    /// subscription is about to change). Fair waiters count as waiters, and their pending
+    /// subscription changes as changes.
     pub(crate) fn counts(&self) -> (usize, usize, usize, usize) {
-        self.each_shard()
-            .fold((0, 0, 0, 0), |(names, waiters, held, changes), state| {
-                let queued: usize = state.queues.values().map(|q| q.waiters.len()).sum();
-                (
-                    names + state.queues.len(),
-                    waiters + queued,
-                    held + state.held.len(),
-                    changes + state.changes.len(),
-                )
-            })
+        let (fair, _, fair_changes) = self.fair_counts(None);
+        let (names, waiters, held, changes) =
+            self.each_shard()
+                .fold((0, 0, 0, 0), |(names, waiters, held, changes), state| {
+                    let queued: usize = state.queues.values().map(|q| q.waiters.len()).sum();
+                    (
+                        names + state.queues.len(),
+                        waiters + queued,
+                        held + state.held.len(),
+                        changes + state.changes.len(),
+                    )
+                });
+        (names, waiters + fair, held, changes + fair_changes)
     }
 
     /// Number of names with local waiters.
@@ -319,7 +335,7 @@ impl WaitQueues {
             ready: ready_at_once,
             busy_until: None,
             handed_in_a_row: 0,
-            read_write: kind != LockKind::Exclusive,
+            read_write: kind.is_read_write(),
         });
         if let Some(busy_for) = busy_for {
             queue.busy_until = Some(Instant::now() + busy_for);

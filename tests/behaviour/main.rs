@@ -6,6 +6,7 @@ mod support;
 
 mod ctx;
 mod exclusion;
+mod fair;
 mod holds;
 mod leases;
 mod read_write;

@@ -2,13 +2,17 @@
 //! expire, FIFO wake-one waiting and a loss signal; read-write locks with Redisson's rules
 //! (`read_write`). The embedded default for examples, tests and single-process services.
 
+mod fair;
 mod read_write;
 
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-use super::{AcquireArgs, Attempt, Backend, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs};
+use super::{
+    AcquireArgs, Attempt, Backend, BoxFuture, FairArgs, FairAttempt, LeaveArgs, Notices,
+    ReleaseArgs, ReleaseReply, RenewArgs,
+};
 use crate::error::{BackendError, Released};
 use crate::key::{KeyMap, LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -29,6 +33,8 @@ use read_write::SharedHold;
 #[derive(Clone, Default, Debug)]
 pub struct MemoryBackend {
     shards: Arc<[LockShard; SHARDS]>,
+    /// The managers on this backend: a fair lock's head is told its turn through them.
+    listeners: Arc<Mutex<Vec<Notices>>>,
 }
 
 /// The lock table is split by name, so that requests for different names on different
@@ -43,6 +49,8 @@ struct LockShard(Mutex<Locks>);
 #[derive(Default, Debug)]
 struct Locks {
     held: KeyMap<Entry>,
+    /// Fair locks' queues of waiters.
+    fair: KeyMap<fair::FairQueue>,
     /// Size of `held` after the last sweep of expired entries.
     swept_at: usize,
 }
@@ -106,11 +114,41 @@ impl MemoryBackend {
         self.len() == 0
     }
 
+    /// Fair waiters queued now, of every name (for administration and leak checks: 0 once
+    /// nobody waits for a fair lock).
+    pub fn queued(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+                locks.fair.values().map(fair::FairQueue::len).sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// Tells a fair waiter that it may take the lock (through every manager on this
+    /// backend; the one that has the waiter wakes it).
+    fn wake(&self, wake: fair::Wake) {
+        let Some((key, owner)) = wake else { return };
+        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        for notices in listeners.iter() {
+            notices.turn(&key, &owner);
+        }
+    }
+
     /// An acquisition, answered at once.
     pub(crate) fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
+        if args.kind == LockKind::Fair && args.expected == 0 {
+            let (attempt, wake) = self.with_locks(&args.key, |locks, now| {
+                locks.sweep(now);
+                fair::try_take(locks, args, now)
+            });
+            self.wake(wake);
+            return Ok(attempt);
+        }
         let attempt = self.with_locks(&args.key, |locks, now| {
             locks.sweep(now);
-            if args.kind != LockKind::Exclusive {
+            if args.kind.is_read_write() {
                 return read_write::take(locks, args, now);
             }
             let expires = now + args.lease;
@@ -145,29 +183,17 @@ impl MemoryBackend {
 
     /// A release, answered at once. One process: nobody else listens.
     pub(crate) fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
-        let released = self.with_locks(&args.key, |locks, now| {
-            if args.kind != LockKind::Exclusive {
-                return read_write::release(locks, args, now);
+        let (released, wake) = self.with_locks(&args.key, |locks, now| {
+            if args.kind.is_read_write() {
+                return (read_write::release(locks, args, now), None);
             }
-            let Some(Entry::Exclusive(entry)) = locks.live(&args.key, now) else {
-                return Released::NotHeld;
-            };
-            if entry.owner != args.owner {
-                return Released::NotHeld;
-            }
-            if entry.count + 1 == args.expected {
-                // A re-sent release that already counted.
-                return Released::StillHeld;
-            }
-            entry.count -= 1;
-            if entry.count > 0 {
-                entry.expires = now + args.lease;
-                Released::StillHeld
-            } else {
-                locks.held.remove(&args.key);
-                Released::Unlocked
-            }
+            let released = locks.release_exclusive(args, now);
+            let wake = (args.kind == LockKind::Fair)
+                .then(|| fair::release(locks, args, now, released))
+                .flatten();
+            (released, wake)
         });
+        self.wake(wake);
         Ok(ReleaseReply::new(released))
     }
 
@@ -180,6 +206,28 @@ impl MemoryBackend {
 }
 
 impl Locks {
+    /// A plain (or fair) lock's release.
+    fn release_exclusive(&mut self, args: &ReleaseArgs, now: Instant) -> Released {
+        let Some(Entry::Exclusive(entry)) = self.live(&args.key, now) else {
+            return Released::NotHeld;
+        };
+        if entry.owner != args.owner {
+            return Released::NotHeld;
+        }
+        if entry.count + 1 == args.expected {
+            // A re-sent release that already counted.
+            return Released::StillHeld;
+        }
+        entry.count -= 1;
+        if entry.count > 0 {
+            entry.expires = now + args.lease;
+            Released::StillHeld
+        } else {
+            self.held.remove(&args.key);
+            Released::Unlocked
+        }
+    }
+
     /// The live hold of `key`, dropping it first if its lease ran out (for a read-write
     /// lock: the read holds whose leases ran out, and the lock once nobody holds it).
     fn live(&mut self, key: &LockKey, now: Instant) -> Option<&mut Entry> {
@@ -225,16 +273,34 @@ impl Backend for MemoryBackend {
                 entry.expires = now + args.lease;
                 true
             }
-            Some(Entry::Shared(shared)) if args.kind != LockKind::Exclusive => {
-                shared.renew(&args, now)
-            }
+            Some(Entry::Shared(shared)) if args.kind.is_read_write() => shared.renew(&args, now),
             _ => false,
         });
         ready(Ok(renewed))
     }
 
-    // One process: every release goes through the manager, which wakes local waiters
-    // itself, and expiries are covered by the waiters' lease timers. Nothing to listen to.
+    fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
+        let (attempt, wake) =
+            self.with_locks(&args.key, |locks, now| fair::queue(locks, &args, now));
+        self.wake(wake);
+        ready(Ok(attempt))
+    }
+
+    fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
+        let wake = self.with_locks(&args.key, |locks, now| fair::leave(locks, &args, now));
+        self.wake(wake);
+        ready(Ok(()))
+    }
+
+    // One process: every release goes through a manager, which wakes its local waiters
+    // itself, and expiries are covered by the waiters' lease timers. Only a fair lock's
+    // head is told its turn, through the manager that has it (several managers may share
+    // this backend).
+    fn listen(&self, notices: Notices) {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        listeners.retain(|notices| !notices.is_orphaned());
+        listeners.push(notices);
+    }
 
     fn name(&self) -> &'static str {
         "memory"

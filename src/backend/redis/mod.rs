@@ -3,7 +3,8 @@
 //!
 //! - `commands`: where commands go (a client or a pool) and the script call;
 //! - `batch` and `layout`: group commit, many operations in one script call;
-//! - `scripts`: the Lua (`scripts/*.lua`) and its reply codes;
+//! - `scripts`: the Lua (`scripts/*.lua`) and its reply codes; `read_write` and `fair`
+//!   run those lock kinds' scripts;
 //! - `operations`: the [`Backend`](super::Backend) implementation, replies decoded;
 //! - `subscriptions` and `echoes`: listening for unlocks, telling our own apart;
 //! - `names`: Redisson's key and channel names;
@@ -27,6 +28,7 @@ mod channel_names;
 mod commands;
 mod connect;
 mod echoes;
+mod fair;
 mod layout;
 mod names;
 mod operations;
@@ -34,6 +36,7 @@ mod read_write;
 mod replicas;
 mod scripts;
 mod subscriptions;
+mod waiter_channels;
 
 use batch::{Batcher, Operation};
 use commands::Commands;
@@ -71,6 +74,8 @@ struct BackendInner {
     batch: Script,
     /// The read-write lock's script (one operation per call).
     read_write: Script,
+    /// The fair lock's script (one operation per call).
+    fair: Script,
     batcher: Batcher,
     /// Our own unlock notices, expected back on our subscriptions.
     echoes: Arc<Echoes>,
@@ -201,6 +206,7 @@ impl RedisBackend {
                 },
                 batch: Script::from_lua(scripts::batch(sharded)),
                 read_write: Script::from_lua(scripts::read_write(sharded)),
+                fair: Script::from_lua(scripts::fair(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),
                 notices: OnceLock::new(),

@@ -10,6 +10,8 @@ use crate::key::LockKey;
 
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 const READ_WRITE_CHANNEL_PREFIX: &str = "redisson_rwlock:";
+const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue:";
+const FAIR_DEADLINES_PREFIX: &str = "redisson_lock_timeout:";
 
 /// Redisson's `prefixName(prefix, key)` in parts, to be joined or written where needed:
 /// the key in braces unless it contains `{`.
@@ -43,6 +45,22 @@ pub(super) fn read_write_key_prefix(key: &LockKey) -> String {
 /// `redisson_lock__channel:<key>` when the key contains `{`.
 pub fn unlock_channel(key: &LockKey) -> String {
     prefixed(CHANNEL_PREFIX, key)
+}
+
+/// The fair lock's waiter list: `redisson_lock_queue:{<key>}` (braces as Redisson's).
+pub(super) fn fair_queue(key: &LockKey) -> String {
+    prefixed(FAIR_QUEUE_PREFIX, key)
+}
+
+/// The fair lock's deadlines of the places in its queue: `redisson_lock_timeout:{<key>}`.
+pub(super) fn fair_deadlines(key: &LockKey) -> String {
+    prefixed(FAIR_DEADLINES_PREFIX, key)
+}
+
+/// The channel of the fair waiter `owner` of `key`:
+/// `redisson_lock__channel:{<key>}:<owner>` (the lock's channel with the owner after it).
+pub(super) fn fair_channel(key: &LockKey, owner: &crate::key::OwnerId) -> String {
+    format!("{}:{owner}", unlock_channel(key))
 }
 
 /// [`unlock_channel`] in parts, to be written where it is needed.

@@ -7,11 +7,12 @@ use std::time::Duration;
 use fred::prelude::*;
 
 use super::batch::{OpKind, Operation};
+use super::fair::{self, FairOp};
 use super::read_write::{self, ReadWriteOp};
 use super::{names, scripts, subscriptions, RedisBackend};
 use crate::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, Notices, ReleaseArgs, ReleaseReply,
-    RenewArgs,
+    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, LeaveArgs,
+    Notices, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::{BackendError, Released};
 use crate::key::LockKey;
@@ -20,6 +21,9 @@ use crate::telemetry::TARGET;
 
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        if args.kind == LockKind::Fair {
+            return self.fair_try(args);
+        }
         if args.kind != LockKind::Exclusive {
             let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
             let (backend, kind) = (self.clone(), args.kind);
@@ -88,6 +92,15 @@ impl Backend for RedisBackend {
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+        if args.kind == LockKind::Fair {
+            // Its message goes to the head's own channel: nothing comes back to a name's
+            // subscription here, so no echo is expected.
+            let op = FairOp::Release {
+                count: args.expected,
+            };
+            let reply = self.fair(op, args.key, args.owner, args.lease);
+            return Box::pin(async move { fair::decode_release(reply.await?) });
+        }
         if args.kind != LockKind::Exclusive {
             // Never handed over: a read-write lock's release frees its share. A last hold's
             // release may publish, and this process's own notice is told apart as the plain
@@ -151,7 +164,8 @@ impl Backend for RedisBackend {
     }
 
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
-        if args.kind != LockKind::Exclusive {
+        // A fair lock's hash is the plain lock's: renewed with it.
+        if args.kind.is_read_write() {
             let reply = self.read_write(
                 ReadWriteOp::Renew,
                 args.kind,
@@ -177,6 +191,14 @@ impl Backend for RedisBackend {
                 other => Err(unknown_reply("a renewal", other)),
             }
         })
+    }
+
+    fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
+        self.fair_queue(args)
+    }
+
+    fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
+        self.fair_leave(args)
     }
 
     fn listen(&self, notices: Notices) {

@@ -95,6 +95,13 @@ pub(crate) fn read_write(sharded: bool) -> String {
     publishing(include_str!("scripts/read_write.lua"), sharded)
 }
 
+/// The fair lock's script (`scripts/fair.lua`), with PUBLISH or SPUBLISH: one operation per
+/// call, in Redisson's `RFairLock` layout. A release publishes Redisson's UNLOCK message
+/// (`0`) to the queue head's own channel only.
+pub(crate) fn fair(sharded: bool) -> String {
+    publishing(include_str!("scripts/fair.lua"), sharded)
+}
+
 /// `lua` with SPUBLISH in place of PUBLISH for sharded pub/sub.
 fn publishing(lua: &str, sharded: bool) -> String {
     if sharded {
@@ -148,6 +155,7 @@ mod tests {
         for (lua, only) in [
             (batch(false), &batch_only[..]),
             (read_write(false), &[][..]),
+            (fair(false), &[][..]),
         ] {
             for (name, value) in shared.iter().chain(only) {
                 assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
@@ -163,5 +171,7 @@ mod tests {
         assert_eq!(lua_constant(&lua, "WRITE_RELEASED"), READ_UNLOCK_MESSAGE);
         assert_eq!(lua_constant(&batch(true), "PUBLISH"), "spublish");
         assert_eq!(lua_constant(&read_write(true), "PUBLISH"), "spublish");
+        assert_eq!(lua_constant(&fair(true), "PUBLISH"), "spublish");
+        assert_eq!(lua_constant(&fair(false), "UNLOCK_MESSAGE"), UNLOCK_MESSAGE);
     }
 }

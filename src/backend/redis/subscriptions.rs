@@ -15,13 +15,14 @@ use super::channel_names::ChannelNames;
 use super::echoes::Echoes;
 use super::names::{keys_of_channel, keys_of_read_write_channel, waiting_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use super::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
 use crate::key::{KeyMap, LockKey};
 use crate::telemetry::{throttled, TARGET};
 
 /// The subscriber connection, classic or sharded.
 #[derive(Clone)]
-struct Channels {
+pub(super) struct Channels {
     subscriber: SubscriberClient,
     sharded: bool,
 }
@@ -42,7 +43,7 @@ impl Channels {
         groups.into_values().collect()
     }
 
-    async fn subscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+    pub(super) async fn subscribe(&self, channels: Vec<String>) -> Result<(), Error> {
         if channels.is_empty() {
             return Ok(());
         }
@@ -56,7 +57,7 @@ impl Channels {
         Ok(())
     }
 
-    async fn unsubscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+    pub(super) async fn unsubscribe(&self, channels: Vec<String>) -> Result<(), Error> {
         // Nothing to send (an empty UNSUBSCRIBE would drop every channel).
         if channels.is_empty() {
             return Ok(());
@@ -100,16 +101,19 @@ pub(super) fn spawn(
         subscriber,
         sharded,
     };
+    let waiters = WaiterChannels::default();
     let mut tasks = vec![
         runtime.spawn(follow_waiters(
             channels.clone(),
             notices.clone(),
             echoes.clone(),
+            waiters.clone(),
         )),
         runtime.spawn(deliver_messages(
             channels.subscriber.clone(),
             notices.clone(),
             echoes.clone(),
+            waiters,
         )),
         runtime.spawn(resubscribe_on_reconnect(
             channels.clone(),
@@ -126,16 +130,28 @@ pub(super) fn spawn(
 /// Subscribes a name's channel when its first local waiter appears and unsubscribes it when
 /// the last one leaves. Changes are batched: one SUBSCRIBE / UNSUBSCRIBE (per slot when
 /// sharded) for all names that changed meanwhile, sent in order from this one task. Two
-/// names can share a channel (`a` and `{a}`): it stays until neither has waiters.
-async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes>) {
+/// names can share a channel (`a` and `{a}`): it stays until neither has waiters. Fair
+/// waiters' own channels follow the same way (`waiter_channels`).
+async fn follow_waiters(
+    channels: Channels,
+    notices: Notices,
+    echoes: Arc<Echoes>,
+    waiters: WaiterChannels,
+) {
     // Each subscribed name's channel (the plain lock's, or the read-write lock's).
     let mut subscribed: KeyMap<String> = KeyMap::default();
     let mut names_on = ChannelNames::default();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
+    let mut failed_waiters = Vec::new();
     loop {
-        if failed.is_empty() {
+        if failed.is_empty() && failed_waiters.is_empty() {
             notices.changed().await;
+        }
+        let mut waiter_changes = std::mem::take(&mut failed_waiters);
+        waiter_changes.extend(notices.take_waiter_changes());
+        if !waiter_changes.is_empty() {
+            failed_waiters = waiters.apply(&channels, &notices, waiter_changes).await;
         }
         let mut changes = std::mem::take(&mut failed);
         changes.extend(notices.take_changes());
@@ -195,10 +211,13 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
         }
         // Taken again on the next round (after the retry pause), on the channel wanted now.
         failed.extend(switch.into_iter().map(|key| (key, true)));
-        if failed.is_empty() {
+        if failed.is_empty() && failed_waiters.is_empty() {
             retry_delay = Duration::from_millis(50);
         } else {
             tokio::time::sleep(retry_delay).await;
+            for ((key, owner), wanted) in &mut failed_waiters {
+                *wanted = notices.is_waiter_watched(key, owner);
+            }
             retry_delay = (retry_delay * 2).min(Duration::from_secs(2));
             // The wanted state may have changed while we slept: re-read it.
             failed = failed
@@ -213,12 +232,21 @@ async fn follow_waiters(channels: Channels, notices: Notices, echoes: Arc<Echoes
 }
 
 /// Turns unlock messages of other processes into wake-ups of local heads (our own come
-/// back too: they are taken off `echoes`).
-async fn deliver_messages(subscriber: SubscriberClient, notices: Notices, echoes: Arc<Echoes>) {
+/// back too: they are taken off `echoes`), and a fair waiter's message into its turn.
+async fn deliver_messages(
+    subscriber: SubscriberClient,
+    notices: Notices,
+    echoes: Arc<Echoes>,
+    waiters: WaiterChannels,
+) {
     let mut messages = subscriber.message_rx();
     loop {
         match messages.recv().await {
             Ok(message) => {
+                if let Some((key, owner)) = waiters.waiter(&message.channel) {
+                    notices.turn(&key, &owner);
+                    continue;
+                }
                 let text = message.value.as_str();
                 // A read-write lock's messages: `1` (a write release) lets every reader
                 // in, `0` (a read release) the next waiter; this process's own come back
@@ -303,7 +331,7 @@ async fn follow_cluster_changes(
                 Ok(_) | Err(RecvError::Lagged(_)) => true,
                 Err(RecvError::Closed) => return,
             },
-            _ = check.tick() => channels.sharded && notices.watched_names() > 0 && subscriptions_moved(&client, &channels).await,
+            _ = check.tick() => channels.sharded && notices.has_waiters() && subscriptions_moved(&client, &channels).await,
         };
         if changed {
             if let Err(e) = channels.subscriber.sync_cluster().await {

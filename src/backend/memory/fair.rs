@@ -1,0 +1,234 @@
+//! Fair locks in memory, with the rules of `backend/redis/scripts/fair.lua`: the lock is
+//! the plain lock's hold; its waiters queue by name, each place with a deadline that its
+//! waiter's attempts keep alive; the head alone may take a free lock, and only the head
+//! is told when it may.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Entry, Hold, Locks};
+use crate::backend::{AcquireArgs, Attempt, FairArgs, FairAttempt, LeaveArgs, ReleaseArgs};
+use crate::error::Released;
+use crate::key::{LockKey, OwnerId};
+
+/// One name's queue of fair waiters (of every manager on this backend).
+#[derive(Debug, Default)]
+pub(super) struct FairQueue(VecDeque<Place>);
+
+impl FairQueue {
+    /// Waiters queued.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[derive(Debug)]
+struct Place {
+    owner: OwnerId,
+    /// When the place runs out unless its waiter asks again.
+    deadline: Instant,
+}
+
+/// The waiter to tell that it may take the lock, once the table is let go.
+pub(super) type Wake = Option<(LockKey, OwnerId)>;
+
+impl Locks {
+    /// Drops the heads of `key`'s queue whose place ran out; whether any was dropped.
+    fn evict(&mut self, key: &LockKey, now: Instant) -> bool {
+        let Some(queue) = self.fair.get_mut(key) else {
+            return false;
+        };
+        let before = queue.0.len();
+        while queue.0.front().is_some_and(|place| place.deadline <= now) {
+            queue.0.pop_front();
+        }
+        let dropped = queue.0.len() < before;
+        if queue.0.is_empty() {
+            self.fair.remove(key);
+        }
+        dropped
+    }
+
+    /// The head of `key`'s queue, to be told, unless it is `except`.
+    fn head(&self, key: &LockKey, except: Option<&OwnerId>) -> Wake {
+        let head = &self.fair.get(key)?.0.front()?.owner;
+        (Some(head) != except).then(|| (key.clone(), head.clone()))
+    }
+
+    /// `owner` takes the free lock; if it was the head, it leaves the queue and the places
+    /// behind move up by `step`.
+    fn take_fair(
+        &mut self,
+        key: &LockKey,
+        owner: &OwnerId,
+        lease: Duration,
+        step: Duration,
+        now: Instant,
+    ) {
+        if let Some(queue) = self.fair.get_mut(key) {
+            if queue.0.front().is_some_and(|place| place.owner == *owner) {
+                queue.0.pop_front();
+                for place in &mut queue.0 {
+                    place.deadline = place.deadline.checked_sub(step).unwrap_or(now);
+                }
+            }
+            if queue.0.is_empty() {
+                self.fair.remove(key);
+            }
+        }
+        let hold = Hold {
+            owner: owner.clone(),
+            count: 1,
+            expires: now + lease,
+        };
+        self.held.insert(key.clone(), Entry::Exclusive(hold));
+    }
+
+    /// When the head's place runs out (at least 1 ms from now).
+    fn head_deadline_in(&self, key: &LockKey, now: Instant) -> Duration {
+        let deadline = self
+            .fair
+            .get(key)
+            .and_then(|queue| queue.0.front())
+            .map(|place| place.deadline);
+        deadline
+            .map_or(Duration::ZERO, |deadline| deadline - now)
+            .max(Duration::from_millis(1))
+    }
+
+    /// The holder's remaining lease, if the lock is live.
+    fn holder_lease(&mut self, key: &LockKey, now: Instant) -> Option<Duration> {
+        self.live(key, now).map(|entry| entry.expires() - now)
+    }
+}
+
+/// A first try that never queues ([`AcquireArgs::expected`] is 0; a reentry is the plain
+/// lock's).
+pub(super) fn try_take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> (Attempt, Wake) {
+    let free = locks.live(&args.key, now).is_none();
+    let wake = if locks.evict(&args.key, now) && free {
+        locks.head(&args.key, None)
+    } else {
+        None
+    };
+    let attempt = match locks.holder_lease(&args.key, now) {
+        Some(lease) => Attempt::Busy(Some(lease)),
+        None if locks.fair.contains_key(&args.key) => {
+            Attempt::Busy(Some(locks.head_deadline_in(&args.key, now)))
+        }
+        None => {
+            locks.take_fair(&args.key, &args.owner, args.lease, Duration::ZERO, now);
+            Attempt::Acquired
+        }
+    };
+    (attempt, wake)
+}
+
+/// An attempt that queues, or keeps its place alive.
+pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAttempt, Wake) {
+    let (key, owner, step) = (&args.key, &args.owner, args.queue_timeout);
+    let holder = locks.live(key, now).map(|entry| match entry {
+        Entry::Exclusive(hold) => hold.owner == *owner,
+        Entry::Shared(_) => false,
+    });
+    if holder == Some(true) {
+        // A re-sent attempt that took the lock already.
+        return (FairAttempt::Acquired, None);
+    }
+    let free = holder.is_none();
+    let dropped = locks.evict(key, now);
+    let pttl = locks.holder_lease(key, now);
+    let found = locks
+        .fair
+        .get(key)
+        .and_then(|queue| queue.0.iter().position(|place| place.owner == *owner));
+    let empty = locks.fair.get(key).is_none_or(|queue| queue.0.is_empty());
+    if found.is_none() && free && empty {
+        locks.take_fair(key, owner, args.lease, step, now);
+        return (FairAttempt::Acquired, None);
+    }
+    let queue = locks.fair.entry(key.clone()).or_default();
+    let pos = match found {
+        Some(pos) => pos,
+        None if args.queued && !empty => {
+            // Dropped as the head while it still waited: back to the front.
+            let place = Place {
+                owner: owner.clone(),
+                deadline: now,
+            };
+            queue.0.push_front(place);
+            0
+        }
+        None => {
+            // Behind the last place, not padded with the holder's lease (see fair.lua).
+            let base = queue.0.back().map_or(now, |last| last.deadline);
+            let place = Place {
+                owner: owner.clone(),
+                deadline: base + step,
+            };
+            queue.0.push_back(place);
+            queue.0.len() - 1
+        }
+    };
+    // Keep the place alive: at least one timeout per place up to its own.
+    let alive = now + step * (pos as u32 + 1);
+    let place = &mut queue.0[pos];
+    place.deadline = place.deadline.max(alive);
+    if free && pos == 0 {
+        locks.take_fair(key, owner, args.lease, step, now);
+        return (FairAttempt::Acquired, None);
+    }
+    let wake = if free && dropped {
+        locks.head(key, Some(owner))
+    } else {
+        None
+    };
+    let retry_in = if pos > 0 {
+        locks.head_deadline_in(key, now)
+    } else {
+        pttl.unwrap_or(step)
+    };
+    let queued = FairAttempt::Queued {
+        retry_in,
+        holder_lease: pttl,
+    };
+    (queued, wake)
+}
+
+/// A fair lock's release: the plain lock's, then the head is told if the lock is free.
+pub(super) fn release(
+    locks: &mut Locks,
+    args: &ReleaseArgs,
+    now: Instant,
+    released: Released,
+) -> Wake {
+    let free = locks.live(&args.key, now).is_none();
+    if released == Released::StillHeld || !free {
+        return None;
+    }
+    locks.evict(&args.key, now);
+    locks.head(&args.key, None)
+}
+
+/// A waiter leaves the queue; the places behind move up by its timeout.
+pub(super) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> Wake {
+    let queue = locks.fair.get_mut(&args.key)?;
+    let at = queue.0.iter().position(|place| place.owner == args.owner)?;
+    queue.0.remove(at);
+    for place in queue.0.iter_mut().skip(at) {
+        place.deadline = place
+            .deadline
+            .checked_sub(args.queue_timeout)
+            .unwrap_or(now);
+    }
+    if queue.0.is_empty() {
+        locks.fair.remove(&args.key);
+    }
+    if at == 0 && locks.live(&args.key, now).is_none() {
+        locks.evict(&args.key, now);
+        return locks.head(&args.key, None);
+    }
+    None
+}

@@ -1,0 +1,260 @@
+//! Fair locks on Redis, in Redisson's `RFairLock` layout (`scripts/fair.lua`): one script
+//! call per operation. Renewals go with the plain lock's (the lock hash is the same).
+
+use std::time::Duration;
+
+use fred::prelude::*;
+
+use super::commands::eval_script;
+use super::{names, scripts, RedisBackend};
+use crate::backend::{
+    AcquireArgs, Attempt, BoxFuture, FairArgs, FairAttempt, LeaveArgs, ReleaseReply,
+};
+use crate::error::{BackendError, Released};
+use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
+
+/// One fair lock operation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum FairOp {
+    /// Acquire without queueing (`count`: the owner's holds before).
+    Try { count: u32 },
+    /// Acquire or queue (`queued`: an earlier attempt was answered queued).
+    Queue { timeout: Duration, queued: bool },
+    /// Release (`count`: the owner's holds before).
+    Release { count: u32 },
+    /// Leave the queue.
+    Leave { timeout: Duration },
+}
+
+/// Milliseconds for a script argument: at least 1.
+fn millis(duration: Duration) -> i64 {
+    duration.as_millis().clamp(1, i64::MAX as u128) as i64
+}
+
+impl FairOp {
+    /// The script's ARGV[1], ARGV[4] and ARGV[5].
+    fn arguments(self) -> (&'static str, i64, &'static str) {
+        match self {
+            FairOp::Try { count } => ("a", i64::from(count), "0"),
+            FairOp::Queue { timeout, queued } => {
+                ("q", millis(timeout), if queued { "1" } else { "0" })
+            }
+            FairOp::Release { count } => ("r", i64::from(count), "0"),
+            FairOp::Leave { timeout } => ("l", millis(timeout), "0"),
+        }
+    }
+}
+
+impl RedisBackend {
+    /// Runs one fair lock operation; its reply.
+    pub(super) fn fair(
+        &self,
+        op: FairOp,
+        key: LockKey,
+        owner: OwnerId,
+        lease: Duration,
+    ) -> BoxFuture<Result<Value, BackendError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let keys = [
+                key.as_str().to_owned(),
+                names::fair_queue(&key),
+                names::fair_deadlines(&key),
+                names::unlock_channel(&key),
+            ];
+            let (code, number, flag) = op.arguments();
+            let arguments = || {
+                let mut args: Vec<Value> = vec![Value::String(inner.fair.sha1().clone()), 4.into()];
+                args.extend(keys.iter().map(|k| Value::from(k.as_str())));
+                args.extend([
+                    Value::from(code),
+                    Value::from(millis(lease)),
+                    Value::from(owner.as_str()),
+                    Value::from(number),
+                    Value::from(flag),
+                ]);
+                args
+            };
+            let client = inner.next_client();
+            match eval_script(client, &inner.options, &inner.fair, &key, arguments).await? {
+                reply @ (Value::Integer(_) | Value::Array(_)) => Ok(reply),
+                other => Err(BackendError::new(format!(
+                    "Redis rejected the fair lock operation on `{key}`: {} (does one of its \
+                     keys hold other data?)",
+                    other.as_string().unwrap_or_default()
+                ))),
+            }
+        })
+    }
+}
+
+impl RedisBackend {
+    /// [`Backend::acquire`](crate::backend::Backend::acquire) of a fair lock: a single try,
+    /// or a holder's reentry (never queues).
+    pub(super) fn fair_try(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
+        let (backend, key, owner, lease) = (
+            self.clone(),
+            args.key.clone(),
+            args.owner.clone(),
+            args.lease,
+        );
+        let reply = self.fair(
+            FairOp::Try {
+                count: args.expected,
+            },
+            args.key,
+            args.owner,
+            args.lease,
+        );
+        Box::pin(async move {
+            match (decode_try(reply.await?)?, ack) {
+                (Attempt::Acquired, Some(ack)) => {
+                    Box::pin(backend.await_replicas(ack, key, LockKind::Fair, owner, lease)).await
+                }
+                (attempt, _) => Ok(attempt),
+            }
+        })
+    }
+
+    /// [`Backend::fair_acquire`](crate::backend::Backend::fair_acquire).
+    pub(super) fn fair_queue(
+        &self,
+        args: FairArgs,
+    ) -> BoxFuture<Result<FairAttempt, BackendError>> {
+        let ack = self.inner.replica_ack;
+        let (backend, key, owner, lease) = (
+            self.clone(),
+            args.key.clone(),
+            args.owner.clone(),
+            args.lease,
+        );
+        let op = FairOp::Queue {
+            timeout: args.queue_timeout,
+            queued: args.queued,
+        };
+        let reply = self.fair(op, args.key, args.owner, args.lease);
+        Box::pin(async move {
+            match (decode_queue(reply.await?)?, ack) {
+                (FairAttempt::Acquired, Some(ack)) => {
+                    let acked =
+                        Box::pin(backend.await_replicas(ack, key, LockKind::Fair, owner, lease))
+                            .await?;
+                    Ok(match acked {
+                        Attempt::Acquired => FairAttempt::Acquired,
+                        // Too few replicas: the acquisition was undone; wait on (at the back).
+                        _ => FairAttempt::Queued {
+                            retry_in: lease,
+                            holder_lease: None,
+                        },
+                    })
+                }
+                (attempt, _) => Ok(attempt),
+            }
+        })
+    }
+
+    /// [`Backend::leave_queue`](crate::backend::Backend::leave_queue).
+    pub(super) fn fair_leave(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
+        let op = FairOp::Leave {
+            timeout: args.queue_timeout,
+        };
+        let reply = self.fair(op, args.key, args.owner, Duration::from_millis(1));
+        Box::pin(async move { decode_leave(reply.await?) })
+    }
+}
+
+fn code(reply: &Value, operation: &str) -> Result<i64, BackendError> {
+    reply.as_i64().ok_or_else(|| unknown(operation, reply))
+}
+
+/// A single try's (or a reentry's) reply, decoded.
+pub(super) fn decode_try(reply: Value) -> Result<Attempt, BackendError> {
+    Ok(match code(&reply, "an acquisition")? {
+        scripts::ACQUIRED => Attempt::Acquired,
+        scripts::LOST => Attempt::Lost,
+        scripts::BUSY_FOREVER => Attempt::Busy(None),
+        busy if busy >= 0 => Attempt::Busy(Some(Duration::from_millis(busy as u64))),
+        _ => return Err(unknown("an acquisition", &reply)),
+    })
+}
+
+/// A queued attempt's reply, decoded.
+pub(super) fn decode_queue(reply: Value) -> Result<FairAttempt, BackendError> {
+    if let Value::Array(ref parts) = reply {
+        if let [Value::Integer(retry), Value::Integer(pttl)] = parts.as_slice() {
+            if *retry >= 0 {
+                return Ok(FairAttempt::Queued {
+                    retry_in: Duration::from_millis(*retry as u64),
+                    holder_lease: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
+                });
+            }
+        }
+        return Err(unknown("a queued acquisition", &reply));
+    }
+    match code(&reply, "a queued acquisition")? {
+        scripts::ACQUIRED => Ok(FairAttempt::Acquired),
+        _ => Err(unknown("a queued acquisition", &reply)),
+    }
+}
+
+/// A release's reply, decoded.
+pub(super) fn decode_release(reply: Value) -> Result<ReleaseReply, BackendError> {
+    Ok(match code(&reply, "a release")? {
+        scripts::NOT_HELD => ReleaseReply::new(Released::NotHeld),
+        0 => ReleaseReply::new(Released::StillHeld),
+        reached if reached >= scripts::UNLOCKED => ReleaseReply::new(Released::Unlocked),
+        _ => return Err(unknown("a release", &reply)),
+    })
+}
+
+/// A leave's reply, decoded.
+pub(super) fn decode_leave(reply: Value) -> Result<(), BackendError> {
+    match code(&reply, "leaving the queue")? {
+        1 => Ok(()),
+        _ => Err(unknown("leaving the queue", &reply)),
+    }
+}
+
+fn unknown(operation: &str, reply: &Value) -> BackendError {
+    BackendError::new(format!(
+        "Redis answered {reply:?} to {operation} of a fair lock, which its script never answers"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reply_is_decoded_or_an_error() {
+        let queued = Value::Array(vec![Value::Integer(250), Value::Integer(-2)]);
+        assert_eq!(
+            decode_queue(queued).unwrap(),
+            FairAttempt::Queued {
+                retry_in: Duration::from_millis(250),
+                holder_lease: None
+            }
+        );
+        assert_eq!(
+            decode_queue(Value::Integer(-1)).unwrap(),
+            FairAttempt::Acquired
+        );
+        for bad in [
+            Value::Integer(3),
+            Value::Array(vec![Value::Integer(-5), Value::Integer(1)]),
+            Value::Array(vec![Value::Integer(5)]),
+        ] {
+            assert!(decode_queue(bad).is_err());
+        }
+        assert_eq!(decode_try(Value::Integer(-2)).unwrap(), Attempt::Busy(None));
+        assert!(decode_try(Value::Integer(-9)).is_err());
+        assert_eq!(
+            decode_release(Value::Integer(3)).unwrap().released,
+            Released::Unlocked
+        );
+        assert!(decode_release(Value::Integer(-7)).is_err());
+        assert!(decode_leave(Value::Integer(0)).is_err());
+    }
+}

@@ -1,0 +1,195 @@
+-- One operation on a fair lock, in Redisson's RFairLock layout: the lock hash at KEYS[1]
+-- (as the plain lock's: one field, the owner's hold count, and the lease as PEXPIRE); the
+-- waiters' list KEYS[2] (`redisson_lock_queue:{name}`, first come first); the places'
+-- deadlines KEYS[3] (`redisson_lock_timeout:{name}`, a sorted set of epoch ms); and one
+-- channel per waiter, `<KEYS[4]>:<owner>`, on which only the queue's head is told `0`.
+--
+-- KEYS: [1] the lock, [2] the waiters, [3] the deadlines, [4] the channel prefix
+-- (`redisson_lock__channel:{name}`).
+-- ARGV: [1] the operation: 'a' acquire without queueing (a single try, or a holder's
+-- reentry), 'q' acquire or queue (and keep the place alive), 'r' release, 'l' leave the
+-- queue; [2] lease ms; [3] owner id; [4] for 'a' and 'r' the owner's holds before this
+-- operation, for 'q' and 'l' its queue timeout ms; [5] for 'q' '1' when an earlier attempt
+-- of this owner was answered queued.
+--
+-- Like Redisson's, a new place's deadline is the last place's plus one queue timeout; when
+-- the head takes the lock (or a waiter leaves) the places behind move up by one timeout;
+-- every script first drops heads whose deadline has passed. Unlike Redisson's:
+-- - the time is the Redis server's (TIME), not each client's clock;
+-- - a waiter that is still waiting keeps its place: each 'q' attempt raises its deadline to
+--   at least now plus one timeout per place up to its own (Redisson #3004), and a waiter
+--   dropped as the head while it still waited goes back to the front;
+-- - so the first place needs no padding with the holder's lease (Redisson's: its waiters
+--   never renew theirs), and a dead waiter's place runs out one timeout after its last
+--   attempt, once the places before it are gone;
+-- - a head without a deadline (a half-written entry) is dropped instead of blocking the
+--   queue for ever; dropping heads while the lock is free, a release that finds the lock
+--   gone (its lease ran out) and a head that leaves all tell the new head (#3730);
+-- - every operation applies at most once, like the plain lock's (the counts it carries).
+--
+-- Replies: 'a' ACQUIRED, LOST, or how long the lock stays busy (the holder's PTTL,
+-- BUSY_FOREVER without expiry, or until the head's place runs out when the lock is free
+-- but others queue first); 'q' ACQUIRED or {retry in ms, the holder's PTTL}; 'r' NOT_HELD,
+-- 0 (a reentrant hold remains) or UNLOCKED plus the subscribers the head's message reached;
+-- 'l' 1.
+local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
+local NOT_HELD, UNLOCKED = -1, 1
+local UNLOCK_MESSAGE = '0'
+local PUBLISH = 'publish'
+
+local name, queue, deadlines, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local op, lease, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+
+if redis.replicate_commands then redis.replicate_commands() end
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- Drops the heads whose place ran out (or that have none). Whether any was dropped.
+local function evict()
+  local dropped = false
+  while true do
+    local head = redis.call('lindex', queue, 0)
+    if not head then return dropped end
+    local deadline = tonumber(redis.call('zscore', deadlines, head))
+    if deadline and deadline > now then return dropped end
+    redis.call('lpop', queue)
+    redis.call('zrem', deadlines, head)
+    dropped = true
+  end
+end
+
+-- Tells the queue's head (only) that it may take the lock: the subscribers reached.
+local function wake_head()
+  local head = redis.call('lindex', queue, 0)
+  if not head or head == owner then return 0 end
+  return redis.call(PUBLISH, channel .. ':' .. head, UNLOCK_MESSAGE)
+end
+
+-- The owner takes the free lock; if it was the head, it leaves the queue and the places
+-- behind move up by `step`.
+local function take(step)
+  if redis.call('lindex', queue, 0) == owner then
+    redis.call('lpop', queue)
+    redis.call('zrem', deadlines, owner)
+    for _, waiter in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+      redis.call('zincrby', deadlines, -step, waiter)
+    end
+  end
+  redis.call('hset', name, owner, 1)
+  redis.call('pexpire', name, lease)
+  return ACQUIRED
+end
+
+local function head_deadline_in()
+  local head = redis.call('lindex', queue, 0)
+  return math.max(1, tonumber(redis.call('zscore', deadlines, head)) - now)
+end
+
+if op == 'a' then
+  local expected = tonumber(ARGV[4])
+  local count = tonumber(redis.call('hget', name, owner) or '0')
+  if count == expected + 1 then return ACQUIRED end
+  if expected > 0 or count > 0 then
+    if count ~= expected then return LOST end
+    redis.call('hincrby', name, owner, 1)
+    redis.call('pexpire', name, lease)
+    return ACQUIRED
+  end
+  local free = redis.call('exists', name) == 0
+  if evict() and free then wake_head() end
+  if free and redis.call('llen', queue) == 0 then return take(0) end
+  if free then return head_deadline_in() end
+  local pttl = redis.call('pttl', name)
+  if pttl < 0 then return BUSY_FOREVER end
+  return pttl
+end
+
+if op == 'q' then
+  local step, rejoin = tonumber(ARGV[4]), ARGV[5] == '1'
+  -- A re-sent attempt that took the lock already.
+  if redis.call('hexists', name, owner) == 1 then return ACQUIRED end
+  local free = redis.call('exists', name) == 0
+  local dropped = evict()
+  local pos = redis.call('lpos', queue, owner)
+  if not pos then
+    local head = redis.call('lindex', queue, 0)
+    if free and not head then return take(step) end
+    if rejoin and head then
+      -- Dropped as the head while it still waited: back to the front, where it was.
+      redis.call('lpush', queue, owner)
+      pos = 0
+    else
+      -- Behind the last place (Redisson's rule), but not padded with the holder's lease
+      -- as Redisson's first place is: ours are kept alive, and a dead one must not block
+      -- the queue for a whole lease after the lock was freed.
+      local last = redis.call('lindex', queue, -1)
+      local base = last and tonumber(redis.call('zscore', deadlines, last)) or now
+      redis.call('zadd', deadlines, base + step, owner)
+      redis.call('rpush', queue, owner)
+      pos = redis.call('llen', queue) - 1
+    end
+  end
+  -- Keep the place alive: at least one timeout per place up to its own.
+  local alive = now + (pos + 1) * step
+  if alive > (tonumber(redis.call('zscore', deadlines, owner)) or 0) then
+    redis.call('zadd', deadlines, alive, owner)
+  end
+  if free and pos == 0 then return take(step) end
+  if free and dropped then wake_head() end
+  local pttl = redis.call('pttl', name)
+  local retry = step
+  if pos > 0 then
+    retry = head_deadline_in()
+  elseif pttl >= 0 then
+    retry = pttl
+  end
+  return {retry, pttl}
+end
+
+if op == 'r' then
+  local expected = tonumber(ARGV[4])
+  local count = tonumber(redis.call('hget', name, owner))
+  if count and count + 1 == expected then return 0 end
+  if count ~= expected then
+    -- Not held (its lease ran out, or it was deleted). If the lock is free, its head must
+    -- not wait for a message nobody else will send.
+    if redis.call('exists', name) == 0 then
+      evict()
+      wake_head()
+    end
+    return NOT_HELD
+  end
+  if count > 1 then
+    redis.call('hincrby', name, owner, -1)
+    redis.call('pexpire', name, lease)
+    return 0
+  end
+  redis.call('del', name)
+  evict()
+  return UNLOCKED + wake_head()
+end
+
+if op == 'l' then
+  local step = tonumber(ARGV[4])
+  local waiters = redis.call('lrange', queue, 0, -1)
+  local at
+  for i, waiter in ipairs(waiters) do
+    if waiter == owner then
+      at = i
+      break
+    end
+  end
+  if at then
+    for i = at + 1, #waiters do redis.call('zincrby', deadlines, -step, waiters[i]) end
+    redis.call('lrem', queue, 0, owner)
+  end
+  redis.call('zrem', deadlines, owner)
+  -- A head that leaves while the lock is free passes the turn on.
+  if at == 1 and redis.call('exists', name) == 0 then
+    evict()
+    wake_head()
+  end
+  return 1
+end
+
+return redis.error_reply('unknown fair lock operation')

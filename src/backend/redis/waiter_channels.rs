@@ -1,0 +1,89 @@
+//! The fair waiters' channels on the subscriber connection: one per waiter
+//! (`redisson_lock__channel:{name}:<owner>`), subscribed and unsubscribed in batches with
+//! the names' channels, and the way back from a channel to its waiter.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::names::fair_channel;
+use super::subscriptions::Channels;
+use crate::backend::Notices;
+use crate::key::{LockKey, OwnerId};
+use crate::telemetry::throttled;
+
+/// A fair waiter: its name and owner.
+type WaiterId = (LockKey, OwnerId);
+
+/// The subscribed waiter channels, each with its waiter.
+#[derive(Clone, Default)]
+pub(super) struct WaiterChannels(Arc<Mutex<HashMap<String, WaiterId>>>);
+
+impl WaiterChannels {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, WaiterId>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The waiter whose channel `channel` is, if it is one of ours.
+    pub(super) fn waiter(&self, channel: &str) -> Option<WaiterId> {
+        self.lock().get(channel).cloned()
+    }
+
+    /// Subscribes the channels of new waiters and unsubscribes those of waiters gone, in
+    /// one command each (per slot when sharded). A newly subscribed waiter looks again (a
+    /// release just before its subscription is not missed). Returns the changes that
+    /// failed, to be tried again.
+    pub(super) async fn apply(
+        &self,
+        channels: &Channels,
+        notices: &Notices,
+        changes: Vec<(WaiterId, bool)>,
+    ) -> Vec<(WaiterId, bool)> {
+        let mut failed = Vec::new();
+        let (mut add, mut remove) = (Vec::new(), Vec::new());
+        for (id, wanted) in changes {
+            let channel = fair_channel(&id.0, &id.1);
+            match (wanted, self.lock().contains_key(&channel)) {
+                (true, false) => add.push((channel, id)),
+                (false, true) => remove.push((channel, id)),
+                (true, true) => notices.turn(&id.0, &id.1),
+                (false, false) => {}
+            }
+        }
+        if !add.is_empty() {
+            // Known before the subscription is in place: a message may follow at once.
+            self.lock().extend(add.iter().cloned());
+            let names = add.iter().map(|(channel, _)| channel.clone()).collect();
+            match channels.subscribe(names).await {
+                Ok(()) => {
+                    for (_, (key, owner)) in &add {
+                        notices.turn(key, owner);
+                    }
+                }
+                Err(e) => {
+                    throttled!(warn, error = %e, "tower-lock: cannot subscribe to fair waiters' channels; retrying");
+                    let mut known = self.lock();
+                    for (channel, id) in add {
+                        known.remove(&channel);
+                        failed.push((id, true));
+                    }
+                }
+            }
+        }
+        if !remove.is_empty() {
+            let names = remove.iter().map(|(channel, _)| channel.clone()).collect();
+            match channels.unsubscribe(names).await {
+                Ok(()) => {
+                    let mut known = self.lock();
+                    for (channel, _) in &remove {
+                        known.remove(channel);
+                    }
+                }
+                Err(e) => {
+                    throttled!(warn, error = %e, "tower-lock: cannot unsubscribe from fair waiters' channels; retrying");
+                    failed.extend(remove.into_iter().map(|(_, id)| (id, false)));
+                }
+            }
+        }
+        failed
+    }
+}

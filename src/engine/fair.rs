@@ -1,0 +1,213 @@
+//! A fair acquisition ([`LockKind::Fair`]): the waiter takes its place in the backend's
+//! queue, shared by every process, keeps the place alive while it waits, and tries again
+//! only when told its turn, when its place needs renewing, or when the holder's lease (or
+//! the head's place) as last seen runs out. It never polls a free lock that its head has
+//! not taken: only the head may take it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::acquire::{backend_down, Acquisition, Grant, Want};
+use super::drop_safe::DropSafe;
+use super::manager::ManagerInner;
+use super::outage::{answer_within, GaveUp};
+use super::unowned::release_unowned;
+use crate::backend::{FairArgs, FairAttempt, LeaveArgs};
+use crate::error::{BackendError, LockError};
+use crate::kind::LockKind;
+use crate::telemetry::TARGET;
+use crate::wait::FairTicket;
+
+/// Pause before a waiter retries after a backend error (doubling up to a second).
+const ERROR_RETRY: Duration = Duration::from_millis(50);
+
+/// A fair acquisition under way.
+pub(super) struct FairAcquisition<'a> {
+    inner: &'a Arc<ManagerInner>,
+    want: &'a Want,
+    wait: Duration,
+    /// This waiter's queue timeout: the shorter of its wait and the manager's.
+    timeout: Duration,
+}
+
+impl<'a> FairAcquisition<'a> {
+    pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a Want, wait: Duration) -> Self {
+        let timeout = wait
+            .min(inner.settings().fair_queue_timeout)
+            .max(Duration::from_millis(10));
+        FairAcquisition {
+            inner,
+            want,
+            wait,
+            timeout,
+        }
+    }
+
+    /// Queues, then waits for its turn until acquired or the deadline.
+    pub(super) async fn run(self) -> Result<Grant, LockError> {
+        let (inner, want) = (self.inner, self.want);
+        // A single try never queues (it must not overtake the queue either).
+        if self.wait.is_zero() {
+            return Acquisition::new(inner, want, Duration::ZERO)
+                .try_now()
+                .await;
+        }
+        let started = Instant::now();
+        let deadline = started
+            .checked_add(self.wait)
+            .unwrap_or(started + Duration::from_secs(86_400 * 365));
+        let mut place = Place {
+            ticket: Some(inner.queues().fair_join(&want.key, &want.owner)),
+            inner,
+            want,
+            timeout: self.timeout,
+            in_flight: false,
+            queued: false,
+            uncertain: false,
+        };
+        let (mut last_error, mut error_retry) = (None::<BackendError>, ERROR_RETRY);
+        let mut holder_until = None;
+        loop {
+            let sent = Instant::now();
+            place.in_flight = true;
+            let answer = answer_within(place.attempt(), Some(deadline), inner).await;
+            place.in_flight = false;
+            let next_try = match answer {
+                Err(GaveUp::Deadline) => break,
+                Err(GaveUp::Unreachable) => {
+                    last_error = Some(backend_down());
+                    break;
+                }
+                Ok(Ok(FairAttempt::Acquired)) => {
+                    place.ticket = None;
+                    let claim = inner.queues().claim(&want.key, LockKind::Fair);
+                    return Ok(Grant {
+                        lease_from: sent,
+                        claim,
+                    });
+                }
+                Ok(Ok(FairAttempt::Queued {
+                    retry_in,
+                    holder_lease,
+                })) => {
+                    (last_error, error_retry) = (None, ERROR_RETRY);
+                    place.queued = true;
+                    holder_until = holder_lease.map(|lease| sent + lease);
+                    // Renew the place every third of its timeout.
+                    sent + retry_in.min(self.timeout / 3)
+                }
+                Ok(Err(error)) => {
+                    // The attempt may have landed: if the wait ends now, release too.
+                    place.uncertain = true;
+                    last_error = Some(error);
+                    error_retry = (error_retry * 2).min(Duration::from_secs(1));
+                    Instant::now() + error_retry / 2
+                }
+            };
+            let ticket = place.ticket.as_ref().expect("kept until acquired");
+            tokio::select! {
+                _ = ticket.signalled() => {}
+                _ = tokio::time::sleep_until(next_try.min(deadline)) => {}
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        drop(place);
+        let inner = self.inner;
+        Err(match last_error {
+            Some(error) => LockError::Unavailable(error),
+            None if !inner.store().is_available() => LockError::Unavailable(backend_down()),
+            None => LockError::TimedOut {
+                key: want.key.clone(),
+                waited: started.elapsed(),
+                holder_lease: holder_until
+                    .map(|until: Instant| until.saturating_duration_since(Instant::now())),
+            },
+        })
+    }
+}
+
+/// A fair waiter's place: registered here for its turn, and queued in the backend. Leaving
+/// without the lock (the wait ended, the acquisition was dropped) takes it out of the
+/// backend's queue in the background.
+struct Place<'a> {
+    /// `None` once acquired.
+    ticket: Option<FairTicket>,
+    inner: &'a Arc<ManagerInner>,
+    want: &'a Want,
+    timeout: Duration,
+    /// An attempt is on its way: if it is dropped, its own undo leaves the queue (after it
+    /// landed, so that it cannot queue the waiter again behind the leave).
+    in_flight: bool,
+    /// An attempt was answered queued.
+    queued: bool,
+    /// An attempt failed without an answer: it may have taken the lock.
+    uncertain: bool,
+}
+
+impl Place<'_> {
+    /// One attempt, finished and undone in the background if it is dropped after it was
+    /// sent: a lock it took (or may have) is released, and the waiter leaves the queue.
+    fn attempt(&self) -> DropSafe<Result<FairAttempt, BackendError>> {
+        let args = FairArgs {
+            key: self.want.key.clone(),
+            owner: self.want.owner.clone(),
+            lease: self.want.lease,
+            queue_timeout: self.timeout,
+            queued: self.queued,
+        };
+        let (inner, want, timeout) = (self.inner.clone(), self.want.clone(), self.timeout);
+        DropSafe::new(self.inner.store().fair_acquire(args), move |result| {
+            let took = !matches!(result, Ok(FairAttempt::Queued { .. }));
+            Some(leave(inner, want, timeout, took))
+        })
+    }
+}
+
+/// Leaves the backend's queue as `want`'s owner, after releasing the lock first if it
+/// `took` it (or may have).
+fn leave(
+    inner: Arc<ManagerInner>,
+    want: Want,
+    timeout: Duration,
+    took: bool,
+) -> crate::backend::BoxFuture<()> {
+    Box::pin(async move {
+        if took {
+            let (key, owner) = (want.key.clone(), want.owner.clone());
+            release_unowned(inner.clone(), key, LockKind::Fair, owner, want.lease).await;
+        }
+        let args = LeaveArgs {
+            key: want.key,
+            owner: want.owner,
+            queue_timeout: timeout,
+        };
+        if let Err(error) = inner.store().leave_queue(args).await {
+            tracing::warn!(target: TARGET, %error, "tower-lock: a fair waiter could not leave the queue; its place runs out by itself");
+        }
+    })
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        // Acquired, or an attempt's undo leaves for it.
+        if self.ticket.take().is_none() || self.in_flight {
+            return;
+        }
+        let leaving = leave(
+            self.inner.clone(),
+            self.want.clone(),
+            self.timeout,
+            self.uncertain,
+        );
+        match self.inner.runtime() {
+            Some(runtime) => drop(runtime.spawn(leaving)),
+            None => {
+                tracing::warn!(target: TARGET, key = %self.want.key, "tower-lock: a fair waiter dropped outside a Tokio runtime keeps its place until it runs out")
+            }
+        }
+    }
+}
