@@ -21,7 +21,7 @@ pub use error::{BackendError, LockError, Released};
 pub use fred;
 #[cfg(feature = "axum")]
 pub use http::{
-    extract, layer, layer::LockResponseBody, Held, HeldLock, KeySource, LockLayer,
+    extract, layer, layer::LockResponseBody, FairLocked, Held, HeldLock, KeySource, LockLayer,
     LockManagerState, LockRejection, Lockable, Locked, ReadLocked, WriteLocked,
     DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
 };

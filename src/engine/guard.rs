@@ -43,6 +43,11 @@ impl LockGuard {
         self.hold().key()
     }
 
+    /// The kind of lock held.
+    pub fn kind(&self) -> LockKind {
+        self.hold().kind()
+    }
+
     /// The owner id written in the lock: this acquisition's own (reentries share it).
     pub fn owner(&self) -> &OwnerId {
         self.hold().owner()

@@ -1,6 +1,7 @@
 //! The HTTP face: the layer, the extractors, their rejections, and where keys come from.
 
 pub mod extract;
+mod fair_extract;
 mod held;
 mod key_source;
 pub mod layer;
@@ -9,6 +10,7 @@ mod read_write_extract;
 mod rejection;
 
 pub use extract::{Held, Lockable, Locked};
+pub use fair_extract::FairLocked;
 pub use held::HeldLock;
 pub use key_source::KeySource;
 pub use layer::LockLayer;

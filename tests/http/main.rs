@@ -4,6 +4,7 @@
 mod support;
 
 mod extractors;
+mod fair;
 mod helpers;
 mod layer;
 mod read_write;

@@ -1,7 +1,72 @@
 //! Which kind of lock the layer takes: the plain lock, a read-write lock's read or write
-//! side, or the side the request's method calls for.
+//! side, the side the request's method calls for, or the fair lock; and the layer's options
+//! that choose it.
 
+use super::LockLayer;
 use crate::kind::LockKind;
+#[cfg(doc)]
+use crate::LockManager;
+
+impl LockLayer {
+    /// Takes the read side of a read-write lock for GET, HEAD and OPTIONS requests and the
+    /// write side for every other method: reads of one key run at once, a write runs
+    /// alone (see [`LockManager::read_lock`]). Same key sources and failure answers as the
+    /// plain lock; Redisson's `RReadWriteLock` on Redis.
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use tower_lock::{LockLayer, LockManager};
+    ///
+    /// async fn show() -> &'static str { "order" }      // GETs of one order run together
+    /// async fn update() -> &'static str { "updated" }  // a POST runs alone
+    ///
+    /// let app: Router = Router::new()
+    ///     .route("/orders/{orderId}", get(show).post(update))
+    ///     .route_layer(
+    ///         LockLayer::by_path_param("orderId")
+    ///             .read_write_by_method()
+    ///             .manager(LockManager::memory()),
+    ///     );
+    /// ```
+    pub fn read_write_by_method(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::ByMethod;
+        self
+    }
+
+    /// Takes the read side of a read-write lock for every request (a read-only route
+    /// beside write routes of the same keys).
+    pub fn read_lock(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::Read;
+        self
+    }
+
+    /// Takes the write side of a read-write lock for every request (a write route beside
+    /// read routes of the same keys).
+    pub fn write_lock(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::Write;
+        self
+    }
+
+    /// Takes the fair lock ([`LockManager::fair_lock`]): requests for one key are let in
+    /// in the order they arrived, across every process (Redisson's `RFairLock` on Redis).
+    /// Same key sources and failure answers as the plain lock; a request whose wait ends
+    /// (or whose client goes away) leaves the queue.
+    ///
+    /// ```
+    /// use axum::{routing::post, Router};
+    /// use tower_lock::{LockLayer, LockManager};
+    ///
+    /// async fn pay() -> &'static str { "paid" } // payments of one order, first come first served
+    ///
+    /// let app: Router = Router::new()
+    ///     .route("/orders/{orderId}/payments", post(pay))
+    ///     .route_layer(LockLayer::by_path_param("orderId").fair().manager(LockManager::memory()));
+    /// ```
+    pub fn fair(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::Fair;
+        self
+    }
+}
 
 /// Which kind of lock the layer takes for a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +79,8 @@ pub(crate) enum LayerKinds {
     Write,
     /// The read lock for safe methods (GET, HEAD, OPTIONS), the write lock for the others.
     ByMethod,
+    /// The fair lock, for every request.
+    Fair,
 }
 
 impl LayerKinds {
@@ -22,6 +89,7 @@ impl LayerKinds {
             LayerKinds::Exclusive => LockKind::Exclusive,
             LayerKinds::Read => LockKind::Read,
             LayerKinds::Write => LockKind::Write,
+            LayerKinds::Fair => LockKind::Fair,
             LayerKinds::ByMethod => {
                 let safe = [http::Method::GET, http::Method::HEAD, http::Method::OPTIONS];
                 if safe.contains(method) {

@@ -166,7 +166,7 @@ impl LockLayer {
         layer
     }
 
-    fn config_mut(&mut self) -> &mut Config {
+    pub(super) fn config_mut(&mut self) -> &mut Config {
         Arc::make_mut(&mut self.config)
     }
 
@@ -187,45 +187,6 @@ impl LockLayer {
     /// handlers that take `Extension<LockManager>` need `.layer(Extension(manager))`.
     pub fn manager(mut self, manager: LockManager) -> Self {
         self.config_mut().manager = Some(manager);
-        self
-    }
-
-    /// Takes the read side of a read-write lock for GET, HEAD and OPTIONS requests and the
-    /// write side for every other method: reads of one key run at once, a write runs
-    /// alone (see [`LockManager::read_lock`]). Same key sources and failure answers as the
-    /// plain lock; Redisson's `RReadWriteLock` on Redis.
-    ///
-    /// ```
-    /// use axum::{routing::get, Router};
-    /// use tower_lock::{LockLayer, LockManager};
-    ///
-    /// async fn show() -> &'static str { "order" }      // GETs of one order run together
-    /// async fn update() -> &'static str { "updated" }  // a POST runs alone
-    ///
-    /// let app: Router = Router::new()
-    ///     .route("/orders/{orderId}", get(show).post(update))
-    ///     .route_layer(
-    ///         LockLayer::by_path_param("orderId")
-    ///             .read_write_by_method()
-    ///             .manager(LockManager::memory()),
-    ///     );
-    /// ```
-    pub fn read_write_by_method(mut self) -> Self {
-        self.config_mut().kinds = LayerKinds::ByMethod;
-        self
-    }
-
-    /// Takes the read side of a read-write lock for every request (a read-only route
-    /// beside write routes of the same keys).
-    pub fn read_lock(mut self) -> Self {
-        self.config_mut().kinds = LayerKinds::Read;
-        self
-    }
-
-    /// Takes the write side of a read-write lock for every request (a write route beside
-    /// read routes of the same keys).
-    pub fn write_lock(mut self) -> Self {
-        self.config_mut().kinds = LayerKinds::Write;
         self
     }
 
