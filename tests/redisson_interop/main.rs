@@ -9,6 +9,7 @@
 mod support;
 
 mod exclusion;
+mod fair;
 mod holds;
 mod names;
 mod read_write;
