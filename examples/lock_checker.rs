@@ -4,11 +4,14 @@
 //! ```text
 //! cargo run --example lock_checker -- <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix]
 //! cargo run --example lock_checker -- <redis-url> hold <name> <lease-ms> [plain|read|write]  # hold until killed
+//! cargo run --example lock_checker -- <redis-url> fair <name> <queue-timeout-ms> <mark>    # one fair turn
 //! ```
 //! Each holder INCRs `<prefix>witness:<name>` on entry (it must return 1) and DECRs it on
 //! exit; holds last 0–5 ms. Prints `acquisitions=… violations=… timeouts=… max_wait_ms=…`
 //! and exits 1 on any violation or error. The `hold` form prints `held` once it holds the
-//! lock and then sleeps (to be killed by a test).
+//! lock and then sleeps (to be killed by a test). The `fair` form waits (up to 30 s) for the
+//! fair lock, appends `mark` to the Redis list `<name>:order` while it holds it, releases
+//! it and prints `done`.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +41,9 @@ async fn main() -> ExitCode {
             std::future::pending::<()>().await;
             ExitCode::SUCCESS
         }
+        [url, fair, name, queue_timeout, mark] if fair == "fair" => {
+            fair_turn(url, name, queue_timeout, mark).await
+        }
         [url, names, tasks, seconds, lease, rest @ ..] => {
             let prefix = rest.first().cloned().unwrap_or_default();
             check(
@@ -51,10 +57,43 @@ async fn main() -> ExitCode {
             .await
         }
         _ => {
-            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms> [plain|read|write]");
+            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms> [plain|read|write] | <redis-url> fair <name> <queue-timeout-ms> <mark>");
             ExitCode::FAILURE
         }
     }
+}
+
+/// One turn of the fair lock `name`, recorded in the list `<name>:order`.
+async fn fair_turn(url: &str, name: &str, queue_timeout_ms: &str, mark: &str) -> ExitCode {
+    let timeout = Duration::from_millis(queue_timeout_ms.parse().expect("queue timeout in ms"));
+    let locks = LockManager::builder()
+        .fair_queue_timeout(timeout)
+        .redis(url)
+        .await
+        .expect("connect to Redis");
+    let guard = match locks
+        .fair_lock(name)
+        .wait(Duration::from_secs(30))
+        .acquire()
+        .await
+    {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("{mark}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let recorder = Builder::from_config(Config::from_url(url).unwrap())
+        .build()
+        .unwrap();
+    recorder.init().await.expect("connect to Redis");
+    let _: i64 = recorder
+        .rpush(format!("{name}:order"), mark)
+        .await
+        .expect("record the turn");
+    let _ = guard.release().await.expect("release");
+    println!("done");
+    ExitCode::SUCCESS
 }
 
 async fn manager(url: &str, lease_ms: &str) -> LockManager {

@@ -1,0 +1,174 @@
+//! Fair locks across real processes (`examples/lock_checker.rs fair`): three processes
+//! started one after another get the lock in that order; a waiter SIGKILLed at the head of
+//! the queue is dropped within its queue timeout and the rest proceed; a Redis restart while
+//! fair waiters wait.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fred::prelude::*;
+use support::RedisServer;
+use tower_lock::{LockError, LockManager, Released};
+
+/// A process waiting for one turn of the fair lock `name`.
+fn fair_turn(url: &str, name: &str, queue_timeout_ms: &str, mark: &str) -> Child {
+    Command::new(support::example("lock_checker"))
+        .args([url, "fair", name, queue_timeout_ms, mark])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lock_checker (cargo build --examples)")
+}
+
+/// Waits until `name`'s queue in Redis has `places` waiters: the barrier between starts.
+async fn queued(redis: &Client, name: &str, places: usize) {
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    support::eventually("the process takes its place", || async {
+        let now: usize = redis.llen(&queue).await.unwrap();
+        (now == places).then_some(())
+    })
+    .await;
+}
+
+async fn finished(child: Child) -> String {
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "a fair process failed: {stdout}");
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_get_the_lock_in_arrival_order() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let redis = support::client(&url).await;
+    let locks = LockManager::redis(&url).await.unwrap();
+    let name = "fair:order";
+    let holder = locks.fair_lock(name).acquire().await.unwrap();
+    let mut processes = Vec::new();
+    for (n, mark) in ["first", "second", "third"].into_iter().enumerate() {
+        processes.push(fair_turn(&url, name, "30000", mark));
+        queued(&redis, name, n + 1).await;
+    }
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    for process in processes {
+        assert_eq!(finished(process).await.trim(), "done");
+    }
+    let order: Vec<String> = redis.lrange(format!("{name}:order"), 0, -1).await.unwrap();
+    assert_eq!(order, ["first", "second", "third"]);
+    queued(&redis, name, 0).await;
+}
+
+/// The head of the queue is SIGKILLed while it waits: nobody tells the queue. Its place
+/// runs out one queue timeout (1 s) after its last renewal, and the next process, then a
+/// waiter here, get the lock, well within their waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_head_is_dropped_and_the_rest_proceed() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let redis = support::client(&url).await;
+    let timeout = Duration::from_secs(1);
+    let locks = LockManager::builder()
+        .fair_queue_timeout(timeout)
+        .redis(&url)
+        .await
+        .unwrap();
+    let name = "fair:killed-head";
+    let holder = locks.fair_lock(name).acquire().await.unwrap();
+    let mut head = fair_turn(&url, name, "1000", "killed");
+    queued(&redis, name, 1).await;
+    let next = fair_turn(&url, name, "1000", "next");
+    queued(&redis, name, 2).await;
+    let here = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .fair_lock(name)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+        })
+    };
+    queued(&redis, name, 3).await;
+    head.kill().unwrap(); // SIGKILL while it heads the queue
+    let _ = head.wait();
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(finished(next).await.trim(), "done");
+    let guard = here.await.unwrap().expect("the waiter here follows");
+    let order: Vec<String> = redis.lrange(format!("{name}:order"), 0, -1).await.unwrap();
+    assert_eq!(order, ["next"], "the killed head never held it");
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    queued(&redis, name, 0).await;
+}
+
+/// Redis restarts (without persistence) while fair waiters wait: the queue is gone; the
+/// waiters take their places again (in the order they look again) and get the lock one at
+/// a time, with nothing left in the queue afterwards. As with the plain lock, a waiter
+/// whose attempt was on its way as Redis went away reports the backend unavailable at once
+/// (that attempt is undone in the background if it landed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_while_fair_waiters_wait() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    let lease = Duration::from_millis(600);
+    let holder_side = LockManager::builder()
+        .lease(lease)
+        .redis(&url)
+        .await
+        .unwrap();
+    let waiter_side = LockManager::builder()
+        .lease(lease)
+        .redis(&url)
+        .await
+        .unwrap();
+    let name = "fair:restart";
+    let holder = holder_side.fair_lock(name).acquire().await.unwrap();
+    let inside = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..6)
+        .map(|_| {
+            let (locks, inside) = (waiter_side.clone(), inside.clone());
+            tokio::spawn(async move {
+                let guard = locks
+                    .fair_lock(name)
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await?;
+                let overlap = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = guard.release().await.map_err(LockError::Unavailable)?;
+                Ok::<_, LockError>(overlap)
+            })
+        })
+        .collect();
+    let redis = support::client(&url).await;
+    queued(&redis, name, 6).await;
+    server.stop();
+    server.resume();
+    tokio::time::timeout(Duration::from_secs(10), holder.lost())
+        .await
+        .expect("the holder learns that its lock is gone");
+    let mut acquired = 0;
+    for waiter in waiters {
+        match waiter.await.unwrap() {
+            Ok(overlap) => {
+                assert_eq!(overlap, 0, "two holders at once");
+                acquired += 1;
+            }
+            Err(LockError::Unavailable(error)) => {
+                assert!(error.to_string().contains("unreachable"), "{error}")
+            }
+            Err(other) => panic!("a fair waiter failed after the restart: {other}"),
+        }
+    }
+    assert!(acquired > 0, "fair waiters acquire after the restart");
+    assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
+    let redis = support::client(&url).await;
+    queued(&redis, name, 0).await;
+    assert_eq!(waiter_side.stats(), Default::default());
+}
