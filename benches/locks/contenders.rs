@@ -16,7 +16,12 @@ const POLL_RELEASE: &str =
 #[derive(Clone)]
 pub enum Contender {
     TowerLock(LockManager),
-    Polling { client: Client, every: Duration },
+    /// tower-lock's fair lock.
+    TowerFair(LockManager),
+    Polling {
+        client: Client,
+        every: Duration,
+    },
 }
 
 pub enum Holding {
@@ -33,14 +38,19 @@ static TOKENS: AtomicU64 = AtomicU64::new(0);
 impl Contender {
     pub async fn acquire(&self, name: &str) -> Holding {
         match self {
-            Contender::TowerLock(locks) => Holding::Tower(
-                locks
-                    .lock(name)
-                    .wait(Duration::from_secs(600))
-                    .acquire()
-                    .await
-                    .expect("tower-lock acquisition"),
-            ),
+            Contender::TowerLock(locks) | Contender::TowerFair(locks) => {
+                let request = match self {
+                    Contender::TowerFair(_) => locks.fair_lock(name),
+                    _ => locks.lock(name),
+                };
+                Holding::Tower(
+                    request
+                        .wait(Duration::from_secs(600))
+                        .acquire()
+                        .await
+                        .expect("tower-lock acquisition"),
+                )
+            }
             Contender::Polling { client, every } => {
                 let token = format!(
                     "{}:{}",

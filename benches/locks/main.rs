@@ -106,9 +106,11 @@ async fn worker(args: &[String]) {
     println!("{out}");
 }
 
-/// Builds a contender by its short name: `tower`, `poll100`, `poll10`, `memory`.
+/// Builds a contender by its short name: `tower`, `tower-free`, `fair`, `poll100`, `poll10`,
+/// `memory`.
 pub async fn contender(kind: &str, url: &str) -> Contender {
     match kind {
+        "fair" => Contender::TowerFair(tower_lock::LockManager::redis(url).await.expect("connect")),
         "tower" => {
             Contender::TowerLock(tower_lock::LockManager::redis(url).await.expect("connect"))
         }

@@ -5,6 +5,7 @@ mod cluster;
 mod pinned;
 mod s1;
 mod s2;
+mod s2b_fair;
 mod s3;
 mod s4;
 mod s5;
@@ -33,6 +34,7 @@ use crate::{support, Scale};
 use cluster::cluster;
 use s1::s1;
 use s2::{s2, s2b};
+use s2b_fair::s2b_fair;
 use s3::s3;
 use s4::s4;
 use s5::s5;
@@ -71,6 +73,9 @@ pub async fn run_all(scale: Scale) {
     }
     if wanted("s2b") {
         s2b(&url, &admin, scale, &mut report).await;
+    }
+    if wanted("s2b") || wanted("fair") {
+        s2b_fair(&url, &admin, floor, scale, &mut report).await;
     }
     if wanted("s3") {
         s3(&url, scale, &mut report).await;
