@@ -146,11 +146,17 @@ async fn follow_waiters(
     let mut failed_waiters = Vec::new();
     loop {
         if failed.is_empty() && failed_waiters.is_empty() {
-            notices.changed().await;
+            match waiters.flush_at() {
+                Some(at) => tokio::select! {
+                    _ = notices.changed() => {}
+                    _ = tokio::time::sleep_until(at) => {}
+                },
+                None => notices.changed().await,
+            }
         }
         let mut waiter_changes = std::mem::take(&mut failed_waiters);
         waiter_changes.extend(notices.take_waiter_changes());
-        if !waiter_changes.is_empty() {
+        if !waiter_changes.is_empty() || waiters.flush_at().is_some() {
             failed_waiters = waiters.apply(&channels, &notices, waiter_changes).await;
         }
         let mut changes = std::mem::take(&mut failed);

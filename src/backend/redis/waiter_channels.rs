@@ -4,6 +4,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::names::fair_channel;
 use super::subscriptions::Channels;
@@ -14,13 +17,37 @@ use crate::telemetry::throttled;
 /// A fair waiter: its name and owner.
 type WaiterId = (LockKey, OwnerId);
 
-/// The subscribed waiter channels, each with its waiter.
+/// Channels of waiters gone are unsubscribed together: when this many wait, or this long
+/// after the first of them left. (Waiters leave one by one as each takes the lock; a
+/// channel kept a little longer costs nothing, and a message on it finds nobody.)
+const LEAVING_BATCH: usize = 32;
+const LEAVING_LINGER: Duration = Duration::from_millis(50);
+
+/// The subscribed waiter channels, each with its waiter, and those to unsubscribe.
 #[derive(Clone, Default)]
-pub(super) struct WaiterChannels(Arc<Mutex<HashMap<String, WaiterId>>>);
+pub(super) struct WaiterChannels {
+    known: Arc<Mutex<HashMap<String, WaiterId>>>,
+    leaving: Arc<Mutex<Leaving>>,
+}
+
+#[derive(Default)]
+struct Leaving {
+    channels: Vec<(String, WaiterId)>,
+    since: Option<Instant>,
+}
 
 impl WaiterChannels {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, WaiterId>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn leaving(&self) -> MutexGuard<'_, Leaving> {
+        self.leaving.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When the channels of waiters gone are due to be unsubscribed, if any are.
+    pub(super) fn flush_at(&self) -> Option<Instant> {
+        self.leaving().since.map(|since| since + LEAVING_LINGER)
     }
 
     /// The waiter whose channel `channel` is, if it is one of ours.
@@ -28,10 +55,10 @@ impl WaiterChannels {
         self.lock().get(channel).cloned()
     }
 
-    /// Subscribes the channels of new waiters and unsubscribes those of waiters gone, in
-    /// one command each (per slot when sharded). A newly subscribed waiter looks again (a
-    /// release just before its subscription is not missed). Returns the changes that
-    /// failed, to be tried again.
+    /// Subscribes the channels of new waiters at once and unsubscribes those of waiters
+    /// gone in batches (see [`LEAVING_BATCH`]), one command each (per slot when sharded). A
+    /// newly subscribed waiter looks again (a release just before its subscription is not
+    /// missed). Returns the changes that failed, to be tried again.
     pub(super) async fn apply(
         &self,
         channels: &Channels,
@@ -69,6 +96,22 @@ impl WaiterChannels {
                 }
             }
         }
+        let remove = {
+            let mut leaving = self.leaving();
+            if !remove.is_empty() && leaving.since.is_none() {
+                leaving.since = Some(Instant::now());
+            }
+            leaving.channels.extend(remove);
+            let due = leaving
+                .since
+                .is_some_and(|since| since + LEAVING_LINGER <= Instant::now());
+            if leaving.channels.len() >= LEAVING_BATCH || due {
+                leaving.since = None;
+                std::mem::take(&mut leaving.channels)
+            } else {
+                Vec::new()
+            }
+        };
         if !remove.is_empty() {
             let names = remove.iter().map(|(channel, _)| channel.clone()).collect();
             match channels.unsubscribe(names).await {

@@ -1,0 +1,256 @@
+//! The fair lock on Redis, beyond the behaviour suite: only the queue's head is told (on
+//! its own channel, Redisson's message `0`); waiters behind a head that does not take the
+//! free lock do not poll; one subscriber connection per manager subscribes and
+//! unsubscribes the waiters' channels in batches; the places' deadlines are the server's
+//! time.
+
+mod support;
+
+use std::time::Duration;
+
+use fred::prelude::*;
+use support::RedisServer;
+use tower_lock::backend::{Backend, FairArgs, FairAttempt, RedisBackend};
+use tower_lock::{LockManager, OwnerId, Released};
+
+fn queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+async fn places(redis: &Client, name: &str) -> Vec<String> {
+    redis.lrange(queue_key(name), 0, -1).await.unwrap()
+}
+
+async fn wait_for_places(redis: &Client, name: &str, count: usize) -> Vec<String> {
+    support::eventually("the waiters take their places", || async {
+        let now = places(redis, name).await;
+        (now.len() == count).then_some(now)
+    })
+    .await
+}
+
+/// A release publishes `0` to the head's channel and to no other: the plain lock's channel
+/// and the second waiter's hear nothing. Deadlines are epoch ms of the server's clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_tells_the_head_alone() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let redis = support::client(&url).await;
+    let locks = LockManager::redis(&url).await.unwrap();
+    let name = "fair:head-alone";
+    let holder = locks.fair_lock(name).acquire().await.unwrap();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let guard = locks
+                    .fair_lock(name)
+                    .wait(Duration::from_secs(20))
+                    .acquire()
+                    .await?;
+                Ok::<_, tower_lock::LockError>(guard)
+            })
+        })
+        .collect();
+    let queued = wait_for_places(&redis, name, 2).await;
+    // The deadlines are the server's epoch ms (plus the timeout per place).
+    let time: Vec<String> = redis
+        .custom(fred::cmd!("TIME"), Vec::<String>::new())
+        .await
+        .unwrap();
+    let server_ms: f64 = time[0].parse::<f64>().unwrap() * 1000.0;
+    for owner in &queued {
+        let deadline: f64 = redis
+            .zscore(format!("redisson_lock_timeout:{{{name}}}"), owner.as_str())
+            .await
+            .unwrap();
+        assert!(deadline > server_ms && deadline < server_ms + 3.0 * 20_000.0 + 5_000.0);
+    }
+    let listener = support::subscriber(&url).await;
+    let mut messages = listener.message_rx();
+    let channels = [
+        format!("redisson_lock__channel:{{{name}}}"),
+        format!("redisson_lock__channel:{{{name}}}:{}", queued[0]),
+        format!("redisson_lock__channel:{{{name}}}:{}", queued[1]),
+    ];
+    listener.subscribe(channels.to_vec()).await.unwrap();
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    let first = tokio::time::timeout(Duration::from_secs(10), messages.recv())
+        .await
+        .expect("a message")
+        .unwrap();
+    assert_eq!(first.channel.to_string(), channels[1]);
+    assert_eq!(first.value.as_str().as_deref(), Some("0"));
+    let mut waiters = waiters.into_iter();
+    let head = waiters.next().unwrap().await.unwrap().unwrap();
+    // The head took the lock without a message; nobody else was told anything.
+    assert!(messages.try_recv().is_err(), "nobody else was told");
+    assert_eq!(head.release().await.unwrap(), Released::Unlocked);
+    let second = tokio::time::timeout(Duration::from_secs(10), messages.recv())
+        .await
+        .expect("a message")
+        .unwrap();
+    assert_eq!(
+        second.channel.to_string(),
+        channels[2],
+        "then the next head"
+    );
+    let next = waiters.next().unwrap().await.unwrap().unwrap();
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+    // The last release found nobody queued: no message at all.
+    assert!(messages.try_recv().is_err());
+}
+
+/// The head of the queue never takes the free lock (its process hangs): the waiter behind
+/// it does not poll; it looks again when the head's place runs out and then takes the
+/// lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let redis = support::client(&url).await;
+    let timeout = Duration::from_millis(1500);
+    let locks = LockManager::builder()
+        .fair_queue_timeout(timeout)
+        .redis(&url)
+        .await
+        .unwrap();
+    let name = "fair:stuck-head";
+    let key = locks.key(name).unwrap();
+    let stuck = RedisBackend::connect(&url).await.unwrap();
+    let queued = stuck
+        .fair_acquire(FairArgs {
+            key: key.clone(),
+            owner: OwnerId::from_raw("stuck:1"),
+            lease: Duration::from_secs(30),
+            queue_timeout: timeout,
+            queued: false,
+        })
+        .await
+        .unwrap();
+    // Nobody held the lock: the first comer takes it without queueing.
+    assert_eq!(queued, FairAttempt::Acquired);
+    assert_eq!(
+        stuck
+            .release(tower_lock::backend::ReleaseArgs {
+                key: key.clone(),
+                kind: tower_lock::LockKind::Fair,
+                owner: OwnerId::from_raw("stuck:1"),
+                lease: Duration::from_secs(30),
+                expected: 1,
+                successor: None,
+            })
+            .await
+            .unwrap()
+            .released,
+        Released::Unlocked
+    );
+    let holder = locks.fair_lock(name).acquire().await.unwrap();
+    let queued = stuck
+        .fair_acquire(FairArgs {
+            key: key.clone(),
+            owner: OwnerId::from_raw("stuck:1"),
+            lease: Duration::from_secs(30),
+            queue_timeout: timeout,
+            queued: false,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(queued, FairAttempt::Queued { .. }));
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .fair_lock(name)
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    wait_for_places(&redis, name, 2).await;
+    let before = support::command_calls(&redis, "evalsha").await;
+    // The lock is free now, and the stuck head never takes it.
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    let guard = waiter
+        .await
+        .unwrap()
+        .expect("the place of the stuck head runs out");
+    let attempts = support::command_calls(&redis, "evalsha").await - before;
+    // The release, the waiter's look when the head's place runs out (and at most a renewal
+    // of its own place and the release below): no polling.
+    assert!(
+        attempts <= 4,
+        "{attempts} script calls while the head was stuck"
+    );
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    assert!(places(&redis, name).await.is_empty());
+}
+
+/// 64 waiters of one manager: their channels are subscribed on the manager's one
+/// subscriber connection in batches (far fewer SUBSCRIBE commands than waiters), and
+/// unsubscribed the same way once they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_channels_come_and_go_in_batches_on_one_connection() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let redis = support::client(&url).await;
+    let locks = LockManager::redis(&url).await.unwrap();
+    let name = "fair:batched";
+    let holder = locks.fair_lock(name).acquire().await.unwrap();
+    let subscribes = support::command_calls(&redis, "subscribe").await;
+    let waiters: Vec<_> = (0..64)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let guard = locks
+                    .fair_lock(name)
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .unwrap();
+                let _ = guard.release().await.unwrap();
+            })
+        })
+        .collect();
+    let queued = wait_for_places(&redis, name, 64).await;
+    for owner in &queued {
+        let channel = format!("redisson_lock__channel:{{{name}}}:{owner}");
+        support::eventually("its channel is subscribed", || async {
+            (support::numsub(&redis, &channel).await == 1).then_some(())
+        })
+        .await;
+    }
+    let subscribes = support::command_calls(&redis, "subscribe").await - subscribes;
+    assert!(subscribes < 32, "{subscribes} SUBSCRIBEs for 64 waiters");
+    let clients: String = redis
+        .custom(fred::cmd!("CLIENT"), vec!["LIST"])
+        .await
+        .unwrap();
+    let listening = clients
+        .lines()
+        .filter(|line| !line.contains(" sub=0 "))
+        .count();
+    assert_eq!(listening, 1, "one subscriber connection: {clients}");
+    let unsubscribes = support::command_calls(&redis, "unsubscribe").await;
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    support::eventually("the channels are gone", || async {
+        let left: Vec<String> = redis
+            .custom(
+                fred::cmd!("PUBSUB"),
+                vec!["CHANNELS", "redisson_lock__channel:*"],
+            )
+            .await
+            .unwrap();
+        left.is_empty().then_some(())
+    })
+    .await;
+    let unsubscribes = support::command_calls(&redis, "unsubscribe").await - unsubscribes;
+    assert!(
+        unsubscribes < 64,
+        "{unsubscribes} UNSUBSCRIBEs for 64 waiters"
+    );
+    assert_eq!(locks.stats(), Default::default());
+}
