@@ -39,19 +39,19 @@ async fn a_release_tells_the_head_alone() {
     let locks = LockManager::redis(&url).await.unwrap();
     let name = "fair:head-alone";
     let holder = locks.fair_lock(name).acquire().await.unwrap();
-    let waiters: Vec<_> = (0..2)
-        .map(|_| {
-            let locks = locks.clone();
-            tokio::spawn(async move {
-                let guard = locks
-                    .fair_lock(name)
-                    .wait(Duration::from_secs(20))
-                    .acquire()
-                    .await?;
-                Ok::<_, tower_lock::LockError>(guard)
-            })
-        })
-        .collect();
+    // One after the other: the first spawned is the head.
+    let mut waiters = Vec::new();
+    for places in 1..=2 {
+        let locks = locks.clone();
+        waiters.push(tokio::spawn(async move {
+            locks
+                .fair_lock(name)
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        }));
+        wait_for_places(&redis, name, places).await;
+    }
     let queued = wait_for_places(&redis, name, 2).await;
     // The deadlines are the server's epoch ms (plus the timeout per place).
     let time: Vec<String> = redis
@@ -73,7 +73,15 @@ async fn a_release_tells_the_head_alone() {
         format!("redisson_lock__channel:{{{name}}}:{}", queued[0]),
         format!("redisson_lock__channel:{{{name}}}:{}", queued[1]),
     ];
-    listener.subscribe(channels.to_vec()).await.unwrap();
+    for channel in &channels {
+        listener.subscribe(channel.clone()).await.unwrap();
+    }
+    for channel in &channels {
+        assert!(
+            support::numsub(&redis, channel).await >= 1,
+            "the listener is on {channel}"
+        );
+    }
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
     let first = tokio::time::timeout(Duration::from_secs(10), messages.recv())
         .await

@@ -73,7 +73,9 @@ impl<'a> FairAcquisition<'a> {
             let sent = Instant::now();
             place.in_flight = true;
             let answer = answer_within(place.attempt(), Some(deadline), inner).await;
-            place.in_flight = false;
+            // Given up on (the deadline, an outage): the attempt's own undo leaves the queue
+            // once it has landed, so the place must not leave before it.
+            place.in_flight = answer.is_err();
             let next_try = match answer {
                 Err(GaveUp::Deadline) => break,
                 Err(GaveUp::Unreachable) => {
