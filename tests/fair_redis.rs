@@ -126,16 +126,15 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
     let name = "fair:stuck-head";
     let key = locks.key(name).unwrap();
     let stuck = RedisBackend::connect(&url).await.unwrap();
-    let queued = stuck
-        .fair_acquire(FairArgs {
-            key: key.clone(),
-            owner: OwnerId::from_raw("stuck:1"),
-            lease: Duration::from_secs(30),
-            queue_timeout: timeout,
-            queued: false,
-        })
-        .await
-        .unwrap();
+    // One attempt of a waiter whose process then hangs.
+    let stuck_args = FairArgs {
+        key: key.clone(),
+        owner: OwnerId::from_raw("stuck:1"),
+        lease: Duration::from_secs(30),
+        queue_timeout: timeout,
+        queued: false,
+    };
+    let queued = stuck.fair_acquire(stuck_args.clone()).await.unwrap();
     // Nobody held the lock: the first comer takes it without queueing.
     assert_eq!(queued, FairAttempt::Acquired);
     assert_eq!(
@@ -154,16 +153,7 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
         Released::Unlocked
     );
     let holder = locks.fair_lock(name).acquire().await.unwrap();
-    let queued = stuck
-        .fair_acquire(FairArgs {
-            key: key.clone(),
-            owner: OwnerId::from_raw("stuck:1"),
-            lease: Duration::from_secs(30),
-            queue_timeout: timeout,
-            queued: false,
-        })
-        .await
-        .unwrap();
+    let queued = stuck.fair_acquire(stuck_args.clone()).await.unwrap();
     assert!(matches!(queued, FairAttempt::Queued { .. }));
     let waiter = {
         let locks = locks.clone();
