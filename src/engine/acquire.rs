@@ -20,7 +20,7 @@ use crate::kind::LockKind;
 use crate::wait::{Claim, Local, Turn};
 
 /// Pause before a waiter retries after a backend error (doubling up to a second).
-const ERROR_RETRY: Duration = Duration::from_millis(50);
+pub(super) const ERROR_RETRY: Duration = Duration::from_millis(50);
 
 /// A watchdog not started yet: the HTTP layer starts it only for a handler that does not
 /// finish at once (see [`LockGuard::keep_alive`]).
@@ -133,9 +133,7 @@ pub(super) struct Acquisition<'a> {
 impl<'a> Acquisition<'a> {
     pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a Want, wait: Duration) -> Self {
         let started = Instant::now();
-        let deadline = started
-            .checked_add(wait)
-            .unwrap_or(started + Duration::from_secs(86_400 * 365));
+        let deadline = deadline_after(started, wait);
         Acquisition {
             inner,
             want,
@@ -284,20 +282,50 @@ impl<'a> Acquisition<'a> {
         drop(queued);
         // A wait that ends while the backend fails or is known down says so: whether the
         // lock is busy is not known then.
-        Err(match last_error {
-            Some(error) => LockError::Unavailable(error),
-            None if !inner.store().is_available() => LockError::Unavailable(backend_down()),
-            None => self.timed_out(),
-        })
+        Err(wait_ended(
+            inner,
+            &want.key,
+            self.started,
+            self.holder_until,
+            last_error,
+        ))
     }
 
     fn timed_out(&self) -> LockError {
-        LockError::TimedOut {
-            key: self.want.key.clone(),
-            waited: self.started.elapsed(),
-            holder_lease: self
-                .holder_until
-                .map(|until| until.saturating_duration_since(Instant::now())),
-        }
+        timed_out(&self.want.key, self.started, self.holder_until)
+    }
+}
+
+/// When a wait of `wait` from `started` ends (a year for waits too long for the clock).
+pub(super) fn deadline_after(started: Instant, wait: Duration) -> Instant {
+    started
+        .checked_add(wait)
+        .unwrap_or(started + Duration::from_secs(86_400 * 365))
+}
+
+/// The lock was busy throughout a wait from `started`; the holder's lease as last seen
+/// ended at `holder_until`.
+fn timed_out(key: &LockKey, started: Instant, holder_until: Option<Instant>) -> LockError {
+    LockError::TimedOut {
+        key: key.clone(),
+        waited: started.elapsed(),
+        holder_lease: holder_until.map(|until| until.saturating_duration_since(Instant::now())),
+    }
+}
+
+/// The error of a wait that ended without the lock: a wait that ends while the backend
+/// fails (`last_error`) or is known down says so, since whether the lock is busy is not
+/// known then; otherwise the lock was busy.
+pub(super) fn wait_ended(
+    inner: &ManagerInner,
+    key: &LockKey,
+    started: Instant,
+    holder_until: Option<Instant>,
+    last_error: Option<BackendError>,
+) -> LockError {
+    match last_error {
+        Some(error) => LockError::Unavailable(error),
+        None if !inner.store().is_available() => LockError::Unavailable(backend_down()),
+        None => timed_out(key, started, holder_until),
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::acquire::{backend_down, Acquisition, Grant, Want};
+use super::acquire::{
+    backend_down, deadline_after, wait_ended, Acquisition, Grant, Want, ERROR_RETRY,
+};
 use super::drop_safe::DropSafe;
 use super::manager::ManagerInner;
 use super::outage::{answer_within, GaveUp};
@@ -19,9 +21,6 @@ use crate::error::{BackendError, LockError};
 use crate::kind::LockKind;
 use crate::telemetry::TARGET;
 use crate::wait::FairTicket;
-
-/// Pause before a waiter retries after a backend error (doubling up to a second).
-const ERROR_RETRY: Duration = Duration::from_millis(50);
 
 /// A fair acquisition under way.
 pub(super) struct FairAcquisition<'a> {
@@ -55,15 +54,14 @@ impl<'a> FairAcquisition<'a> {
                 .await;
         }
         let started = Instant::now();
-        let deadline = started
-            .checked_add(self.wait)
-            .unwrap_or(started + Duration::from_secs(86_400 * 365));
+        let deadline = deadline_after(started, self.wait);
         let mut place = Place {
-            ticket: Some(inner.queues().fair_join(&want.key, &want.owner)),
+            ticket: None,
             inner,
             want,
             timeout: self.timeout,
             in_flight: false,
+            acquired: false,
             queued: false,
             uncertain: false,
         };
@@ -83,7 +81,7 @@ impl<'a> FairAcquisition<'a> {
                     break;
                 }
                 Ok(Ok(FairAttempt::Acquired)) => {
-                    place.ticket = None;
+                    place.acquired = true;
                     let claim = inner.queues().claim(&want.key, LockKind::Fair);
                     return Ok(Grant {
                         lease_from: sent,
@@ -108,7 +106,13 @@ impl<'a> FairAcquisition<'a> {
                     Instant::now() + error_retry / 2
                 }
             };
-            let ticket = place.ticket.as_ref().expect("kept until acquired");
+            // Registered (on Redis: its channel subscribed) only once it did not get the
+            // lock at once: an uncontended acquisition costs one script call. The
+            // registration wakes the waiter once it is in place, so a release between the
+            // first attempt and the subscription is not missed.
+            let ticket = place
+                .ticket
+                .get_or_insert_with(|| inner.queues().fair_join(&want.key, &want.owner));
             tokio::select! {
                 _ = ticket.signalled() => {}
                 _ = tokio::time::sleep_until(next_try.min(deadline)) => {}
@@ -118,17 +122,13 @@ impl<'a> FairAcquisition<'a> {
             }
         }
         drop(place);
-        let inner = self.inner;
-        Err(match last_error {
-            Some(error) => LockError::Unavailable(error),
-            None if !inner.store().is_available() => LockError::Unavailable(backend_down()),
-            None => LockError::TimedOut {
-                key: want.key.clone(),
-                waited: started.elapsed(),
-                holder_lease: holder_until
-                    .map(|until: Instant| until.saturating_duration_since(Instant::now())),
-            },
-        })
+        Err(wait_ended(
+            inner,
+            &want.key,
+            started,
+            holder_until,
+            last_error,
+        ))
     }
 }
 
@@ -136,7 +136,7 @@ impl<'a> FairAcquisition<'a> {
 /// without the lock (the wait ended, the acquisition was dropped) takes it out of the
 /// backend's queue in the background.
 struct Place<'a> {
-    /// `None` once acquired.
+    /// Its registration for its turn, once an attempt did not take the lock.
     ticket: Option<FairTicket>,
     inner: &'a Arc<ManagerInner>,
     want: &'a Want,
@@ -144,6 +144,8 @@ struct Place<'a> {
     /// An attempt is on its way: if it is dropped, its own undo leaves the queue (after it
     /// landed, so that it cannot queue the waiter again behind the leave).
     in_flight: bool,
+    /// An attempt took the lock.
+    acquired: bool,
     /// An attempt was answered queued.
     queued: bool,
     /// An attempt failed without an answer: it may have taken the lock.
@@ -195,8 +197,9 @@ fn leave(
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        // Acquired, or an attempt's undo leaves for it.
-        if self.ticket.take().is_none() || self.in_flight {
+        self.ticket = None;
+        // Acquired; an attempt's undo leaves for it; or never queued, nor may have been.
+        if self.acquired || self.in_flight || !(self.queued || self.uncertain) {
             return;
         }
         let leaving = leave(

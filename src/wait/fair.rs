@@ -36,7 +36,9 @@ impl FairWaiters {
 
 impl WaitQueues {
     /// Registers the fair waiter `owner` of `key`: from now on [`turn`](Self::turn) and
-    /// subscription changes reach it. Dropping the ticket unregisters it.
+    /// subscription changes reach it. It is woken once it is listened to (at once for a
+    /// backend without subscriptions), to look again for a turn it may have missed before.
+    /// Dropping the ticket unregisters it.
     pub(crate) fn fair_join(&self, key: &LockKey, owner: &OwnerId) -> FairTicket {
         let id = (key.clone(), owner.clone());
         let wake = Arc::new(Notify::new());
@@ -48,7 +50,12 @@ impl WaitQueues {
         }
         drop(state);
         if subscribes {
+            // The subscriber wakes it once its channel is in place.
             self.inner.changed.notify_one();
+        } else {
+            // Nothing to wait for: it looks again at once (a turn given before it was
+            // registered here found nobody to wake).
+            wake.notify_one();
         }
         FairTicket {
             queues: self.clone(),

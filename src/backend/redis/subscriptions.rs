@@ -154,6 +154,9 @@ async fn follow_waiters(
                 None => notices.changed().await,
             }
         }
+        // Let the tasks woken with the one that signalled (replies read from the socket
+        // together) register too: one command for a burst of waiters, at no wait.
+        tokio::task::yield_now().await;
         let mut waiter_changes = std::mem::take(&mut failed_waiters);
         waiter_changes.extend(notices.take_waiter_changes());
         if !waiter_changes.is_empty() || waiters.flush_at().is_some() {
