@@ -22,16 +22,6 @@ fn fair_turn(url: &str, name: &str, queue_timeout_ms: &str, mark: &str) -> Child
         .expect("start lock_checker (cargo build --examples)")
 }
 
-/// Waits until `name`'s queue in Redis has `places` waiters: the barrier between starts.
-async fn queued(redis: &Client, name: &str, places: usize) {
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    support::eventually("the process takes its place", || async {
-        let now: usize = redis.llen(&queue).await.unwrap();
-        (now == places).then_some(())
-    })
-    .await;
-}
-
 async fn finished(child: Child) -> String {
     let output = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
@@ -53,7 +43,7 @@ async fn three_processes_get_the_lock_in_arrival_order() {
     let mut processes = Vec::new();
     for (n, mark) in ["first", "second", "third"].into_iter().enumerate() {
         processes.push(fair_turn(&url, name, "30000", mark));
-        queued(&redis, name, n + 1).await;
+        support::fair_queued(&redis, name, n + 1).await;
     }
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
     for process in processes {
@@ -61,7 +51,7 @@ async fn three_processes_get_the_lock_in_arrival_order() {
     }
     let order: Vec<String> = redis.lrange(format!("{name}:order"), 0, -1).await.unwrap();
     assert_eq!(order, ["first", "second", "third"]);
-    queued(&redis, name, 0).await;
+    support::fair_queued(&redis, name, 0).await;
 }
 
 /// The head of the queue is SIGKILLed while it waits: nobody tells the queue. Its place
@@ -81,9 +71,9 @@ async fn a_killed_head_is_dropped_and_the_rest_proceed() {
     let name = "fair:killed-head";
     let holder = locks.fair_lock(name).acquire().await.unwrap();
     let mut head = fair_turn(&url, name, "1000", "killed");
-    queued(&redis, name, 1).await;
+    support::fair_queued(&redis, name, 1).await;
     let next = fair_turn(&url, name, "1000", "next");
-    queued(&redis, name, 2).await;
+    support::fair_queued(&redis, name, 2).await;
     let here = {
         let locks = locks.clone();
         tokio::spawn(async move {
@@ -94,7 +84,7 @@ async fn a_killed_head_is_dropped_and_the_rest_proceed() {
                 .await
         })
     };
-    queued(&redis, name, 3).await;
+    support::fair_queued(&redis, name, 3).await;
     head.kill().unwrap(); // SIGKILL while it heads the queue
     let _ = head.wait();
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
@@ -103,7 +93,7 @@ async fn a_killed_head_is_dropped_and_the_rest_proceed() {
     let order: Vec<String> = redis.lrange(format!("{name}:order"), 0, -1).await.unwrap();
     assert_eq!(order, ["next"], "the killed head never held it");
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
-    queued(&redis, name, 0).await;
+    support::fair_queued(&redis, name, 0).await;
 }
 
 /// Redis restarts (without persistence) while fair waiters wait: the queue is gone; the
@@ -147,7 +137,7 @@ async fn restart_while_fair_waiters_wait() {
         })
         .collect();
     let redis = support::client(&url).await;
-    queued(&redis, name, 6).await;
+    support::fair_queued(&redis, name, 6).await;
     server.stop();
     server.resume();
     tokio::time::timeout(Duration::from_secs(10), holder.lost())
@@ -169,6 +159,6 @@ async fn restart_while_fair_waiters_wait() {
     assert!(acquired > 0, "fair waiters acquire after the restart");
     assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
     let redis = support::client(&url).await;
-    queued(&redis, name, 0).await;
+    support::fair_queued(&redis, name, 0).await;
     assert_eq!(waiter_side.stats(), Default::default());
 }

@@ -13,22 +13,6 @@ use support::RedisServer;
 use tower_lock::backend::{Backend, FairArgs, FairAttempt, RedisBackend};
 use tower_lock::{LockManager, OwnerId, Released};
 
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
-}
-
-async fn places(redis: &Client, name: &str) -> Vec<String> {
-    redis.lrange(queue_key(name), 0, -1).await.unwrap()
-}
-
-async fn wait_for_places(redis: &Client, name: &str, count: usize) -> Vec<String> {
-    support::eventually("the waiters take their places", || async {
-        let now = places(redis, name).await;
-        (now.len() == count).then_some(now)
-    })
-    .await
-}
-
 /// A release publishes `0` to the head's channel and to no other: the plain lock's channel
 /// and the second waiter's hear nothing. Deadlines are epoch ms of the server's clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,9 +34,9 @@ async fn a_release_tells_the_head_alone() {
                 .acquire()
                 .await
         }));
-        wait_for_places(&redis, name, places).await;
+        support::fair_queued(&redis, name, places).await;
     }
-    let queued = wait_for_places(&redis, name, 2).await;
+    let queued = support::fair_queued(&redis, name, 2).await;
     // The deadlines are the server's epoch ms (plus the timeout per place).
     let time: Vec<String> = redis
         .custom(fred::cmd!("TIME"), Vec::<String>::new())
@@ -165,7 +149,7 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
                 .await
         })
     };
-    wait_for_places(&redis, name, 2).await;
+    support::fair_queued(&redis, name, 2).await;
     let before = support::command_calls(&redis, "evalsha").await;
     // The lock is free now, and the stuck head never takes it.
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
@@ -182,7 +166,7 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
         "{attempts} script calls while the head was stuck"
     );
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
-    assert!(places(&redis, name).await.is_empty());
+    assert!(support::fair_places(&redis, name).await.is_empty());
 }
 
 /// 64 waiters of one manager: their channels are subscribed on the manager's one
@@ -211,7 +195,7 @@ async fn waiter_channels_come_and_go_in_batches_on_one_connection() {
             })
         })
         .collect();
-    let queued = wait_for_places(&redis, name, 64).await;
+    let queued = support::fair_queued(&redis, name, 64).await;
     for owner in &queued {
         let channel = format!("redisson_lock__channel:{{{name}}}:{owner}");
         support::eventually("its channel is subscribed", || async {

@@ -65,7 +65,7 @@ impl Processes {
             return (queued, queued);
         }
         let redis = self.redis.as_ref().expect("a memory backend or Redis");
-        let (queue, deadlines) = fair_keys(name);
+        let (queue, deadlines) = support::fair_keys(name);
         let places: usize = redis.llen(&queue).await.unwrap();
         let deadlines: usize = redis.zcard(&deadlines).await.unwrap();
         (places, deadlines)
@@ -108,14 +108,6 @@ impl Processes {
         .await;
         task
     }
-}
-
-/// The fair lock's waiter list and deadline set for `name` (no key prefix).
-fn fair_keys(name: &str) -> (String, String) {
-    (
-        format!("redisson_lock_queue:{{{name}}}"),
-        format!("redisson_lock_timeout:{{{name}}}"),
-    )
 }
 
 /// Nine waiters in three processes, started one after another, hold the lock in the order

@@ -10,21 +10,13 @@ use tower_lock::{LockManager, Released};
 
 use crate::{support, Target, LONG_LEASE, WAKE_WAIT};
 
-/// The waiter list and deadline set of the fair lock `name`.
-fn fair_keys(name: &str) -> (String, String) {
-    (
-        format!("redisson_lock_queue:{{{name}}}"),
-        format!("redisson_lock_timeout:{{{name}}}"),
-    )
-}
-
 async fn java_and_rust_waiters_share_one_queue(target: Target) {
     // Both sides' places move up by the same timeout: Redisson's is its tryLock wait.
     let sides = target
         .sides_with(LockManager::builder().fair_queue_timeout(WAKE_WAIT))
         .await;
     let name = support::unique("interop-fair");
-    let (queue, deadlines) = fair_keys(&name);
+    let (queue, deadlines) = support::fair_keys(&name);
     assert!(sides.java_gets("j0", "fair", &name).await);
     let order = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut waiters = Vec::new();
@@ -70,11 +62,7 @@ async fn java_and_rust_waiters_share_one_queue(target: Target) {
             })
         };
         waiters.push(task);
-        support::eventually("the waiter takes its place", || async {
-            let places: usize = sides.admin.llen(&queue).await.unwrap();
-            (places == n).then_some(())
-        })
-        .await;
+        support::fair_queued(&sides.admin, &name, n).await;
     }
     sides.java.unlock("j0", "fair", &name).await.unwrap();
     for waiter in waiters {
@@ -108,24 +96,16 @@ async fn each_side_wakes_the_others_head(target: Target) {
                 .await
         })
     };
-    let (queue, _) = fair_keys(&name);
-    support::eventually("Redisson queues", || async {
-        (sides.admin.llen::<usize, _>(&queue).await.unwrap() == 1).then_some(())
-    })
-    .await;
+    support::fair_queued(&sides.admin, &name, 1).await; // Redisson's waiter
     assert_eq!(ours.release().await.unwrap(), Released::Unlocked);
     assert!(java.await.unwrap().acquired, "woken by our release");
     let waiter = {
         let (locks, name) = (sides.locks.clone(), name.clone());
         tokio::spawn(async move { locks.fair_lock(&name).wait(WAKE_WAIT).acquire().await })
     };
-    support::eventually("ours queues", || async {
-        (sides.admin.llen::<usize, _>(&queue).await.unwrap() == 1).then_some(())
-    })
-    .await;
-    // Our waiter listens on its own channel (the signal that it waits by pub/sub).
-    let head: String = sides.admin.lindex(&queue, 0).await.unwrap();
-    let channel = format!("{}:{head}", crate::unlock_channel(&name));
+    let queued = support::fair_queued(&sides.admin, &name, 1).await; // ours
+                                                                     // Our waiter listens on its own channel (the signal that it waits by pub/sub).
+    let channel = format!("{}:{}", crate::unlock_channel(&name), queued[0]);
     crate::subscribed(&sides.admin, &channel, 0).await;
     sides.java.unlock("jw", "fair", &name).await.unwrap();
     let guard = waiter.await.unwrap().expect("woken by Redisson's release");

@@ -281,6 +281,33 @@ pub async fn subscriber(url: &str) -> fred::clients::SubscriberClient {
     subscriber
 }
 
+/// The fair lock's waiter list and deadline set for `name` (Redisson's names; `name` has
+/// no braces of its own).
+#[allow(dead_code)] // not every test binary has fair locks
+pub fn fair_keys(name: &str) -> (String, String) {
+    (
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+    )
+}
+
+/// The owners queued for the fair lock `name`, first come first.
+#[allow(dead_code)]
+pub async fn fair_places(redis: &Client, name: &str) -> Vec<String> {
+    redis.lrange(fair_keys(name).0, 0, -1).await.unwrap()
+}
+
+/// Waits until the fair lock `name`'s queue holds `count` waiters (the barrier between
+/// waiters started one after another); returns them.
+#[allow(dead_code)]
+pub async fn fair_queued(redis: &Client, name: &str, count: usize) -> Vec<String> {
+    eventually(&format!("{count} waiters queued for {name}"), || async {
+        let now = fair_places(redis, name).await;
+        (now.len() == count).then_some(now)
+    })
+    .await
+}
+
 /// `INFO commandstats` calls of one command (e.g. "evalsha").
 pub async fn command_calls(client: &Client, command: &str) -> u64 {
     let info: String = client
