@@ -226,6 +226,25 @@ async fn replica_acknowledgement_policies() {
         let _ = other.release().await.unwrap();
     }
 
+    // And for the fair lock, whose first attempt fails at once like the plain lock's.
+    match strict
+        .fair_lock("strict-fair")
+        .wait(Duration::from_secs(20))
+        .acquire()
+        .await
+    {
+        Err(LockError::Unavailable(error)) => {
+            assert!(error.to_string().contains("0 of 1 replicas"), "{error}")
+        }
+        other => panic!("expected Unavailable without acknowledgement, got {other:?}"),
+    }
+    let other = plain
+        .fair_lock("strict-fair")
+        .try_acquire()
+        .await
+        .expect("released, and out of the queue, after the missing acknowledgement");
+    let _ = other.release().await.unwrap();
+
     let kept = lenient
         .lock("lenient")
         .acquire()

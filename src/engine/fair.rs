@@ -102,6 +102,11 @@ impl<'a> FairAcquisition<'a> {
                     // The attempt may have landed: if the wait ends now, release too.
                     place.uncertain = true;
                     last_error = Some(error);
+                    // Like the plain lock's, a first attempt that fails answers at once
+                    // (fail fast); a queued waiter rides the failure out while it waits.
+                    if !place.queued {
+                        break;
+                    }
                     error_retry = (error_retry * 2).min(Duration::from_secs(1));
                     Instant::now() + error_retry / 2
                 }

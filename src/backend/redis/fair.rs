@@ -138,17 +138,11 @@ impl RedisBackend {
         Box::pin(async move {
             match (decode_queue(reply.await?)?, ack) {
                 (FairAttempt::Acquired, Some(ack)) => {
-                    let acked =
-                        Box::pin(backend.await_replicas(ack, key, LockKind::Fair, owner, lease))
-                            .await?;
-                    Ok(match acked {
-                        Attempt::Acquired => FairAttempt::Acquired,
-                        // Too few replicas: the acquisition was undone; wait on (at the back).
-                        _ => FairAttempt::Queued {
-                            retry_in: lease,
-                            holder_lease: None,
-                        },
-                    })
+                    // Kept (acknowledged, or kept without enough acknowledgements), or an
+                    // error once released: the waiter then tries again from the front.
+                    Box::pin(backend.await_replicas(ack, key, LockKind::Fair, owner, lease))
+                        .await?;
+                    Ok(FairAttempt::Acquired)
                 }
                 (attempt, _) => Ok(attempt),
             }
