@@ -97,10 +97,10 @@ async fn a_killed_head_is_dropped_and_the_rest_proceed() {
 }
 
 /// Redis restarts (without persistence) while fair waiters wait: the queue is gone; the
-/// waiters take their places again (in the order they look again) and get the lock one at
-/// a time, with nothing left in the queue afterwards. As with the plain lock, a waiter
-/// whose attempt was on its way as Redis went away reports the backend unavailable at once
-/// (that attempt is undone in the background if it landed).
+/// waiters take places again (in the order they look again) and all get the lock, one at a
+/// time, with nothing left in the queue afterwards. A waiter whose attempt was on its way as
+/// Redis went away goes on under a new owner id (that attempt is undone in the background
+/// if it landed) — unlike the plain lock's, which then reports the backend unavailable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_while_fair_waiters_wait() {
     let mut server = RedisServer::start();
@@ -157,6 +157,7 @@ async fn restart_while_fair_waiters_wait() {
         }
     }
     assert!(acquired > 0, "fair waiters acquire after the restart");
+    assert_eq!(acquired, 6, "every fair waiter rides the restart out");
     assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
     let redis = support::client(&url).await;
     support::fair_queued(&redis, name, 0).await;

@@ -25,14 +25,15 @@ use crate::wait::FairTicket;
 /// A fair acquisition under way.
 pub(super) struct FairAcquisition<'a> {
     inner: &'a Arc<ManagerInner>,
-    want: &'a Want,
+    /// Its owner id is changed if the waiter goes on under a new one.
+    want: &'a mut Want,
     wait: Duration,
     /// This waiter's queue timeout: the shorter of its wait and the manager's.
     timeout: Duration,
 }
 
 impl<'a> FairAcquisition<'a> {
-    pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a Want, wait: Duration) -> Self {
+    pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a mut Want, wait: Duration) -> Self {
         let timeout = wait
             .min(inner.settings().fair_queue_timeout)
             .max(Duration::from_millis(10));
@@ -53,18 +54,11 @@ impl<'a> FairAcquisition<'a> {
                 .try_now()
                 .await;
         }
+        let key = want.key.clone();
         let started = Instant::now();
         let deadline = deadline_after(started, self.wait);
-        let mut place = Place {
-            ticket: None,
-            inner,
-            want,
-            timeout: self.timeout,
-            in_flight: false,
-            acquired: false,
-            queued: false,
-            uncertain: false,
-        };
+        let mut place = Place::new(inner, want.clone(), self.timeout);
+        let mut first = true;
         let (mut last_error, mut error_retry) = (None::<BackendError>, ERROR_RETRY);
         let mut holder_until = None;
         loop {
@@ -78,11 +72,25 @@ impl<'a> FairAcquisition<'a> {
                 Err(GaveUp::Deadline) => break,
                 Err(GaveUp::Unreachable) => {
                     last_error = Some(backend_down());
-                    break;
+                    if first {
+                        break; // fail fast, as below
+                    }
+                    // The attempt may still land; its undo then releases and leaves under
+                    // this owner id, which is therefore never used again. The waiter goes on
+                    // under a new one, from the back of the queue (after a restart, the
+                    // queue is gone anyway).
+                    let renewed = Want {
+                        owner: inner.next_owner(),
+                        ..place.want.clone()
+                    };
+                    place = Place::new(inner, renewed, self.timeout);
+                    error_retry = (error_retry * 2).min(Duration::from_secs(1));
+                    Instant::now() + error_retry / 2
                 }
                 Ok(Ok(FairAttempt::Acquired)) => {
                     place.acquired = true;
-                    let claim = inner.queues().claim(&want.key, LockKind::Fair);
+                    want.owner = place.want.owner.clone();
+                    let claim = inner.queues().claim(&key, LockKind::Fair);
                     return Ok(Grant {
                         lease_from: sent,
                         claim,
@@ -104,20 +112,21 @@ impl<'a> FairAcquisition<'a> {
                     last_error = Some(error);
                     // Like the plain lock's, a first attempt that fails answers at once
                     // (fail fast); a queued waiter rides the failure out while it waits.
-                    if !place.queued {
+                    if first {
                         break;
                     }
                     error_retry = (error_retry * 2).min(Duration::from_secs(1));
                     Instant::now() + error_retry / 2
                 }
             };
+            first = false;
             // Registered (on Redis: its channel subscribed) only once it did not get the
             // lock at once: an uncontended acquisition costs one script call. The
             // registration wakes the waiter once it is in place, so a release between the
             // first attempt and the subscription is not missed.
             let ticket = place
                 .ticket
-                .get_or_insert_with(|| inner.queues().fair_join(&want.key, &want.owner));
+                .get_or_insert_with(|| inner.queues().fair_join(&key, &place.want.owner));
             tokio::select! {
                 _ = ticket.signalled() => {}
                 _ = tokio::time::sleep_until(next_try.min(deadline)) => {}
@@ -144,7 +153,9 @@ struct Place<'a> {
     /// Its registration for its turn, once an attempt did not take the lock.
     ticket: Option<FairTicket>,
     inner: &'a Arc<ManagerInner>,
-    want: &'a Want,
+    /// What it asks for, under its owner id (a new one after an attempt lost with the
+    /// connection).
+    want: Want,
     timeout: Duration,
     /// An attempt is on its way: if it is dropped, its own undo leaves the queue (after it
     /// landed, so that it cannot queue the waiter again behind the leave).
@@ -157,7 +168,20 @@ struct Place<'a> {
     uncertain: bool,
 }
 
-impl Place<'_> {
+impl<'a> Place<'a> {
+    fn new(inner: &'a Arc<ManagerInner>, want: Want, timeout: Duration) -> Self {
+        Place {
+            ticket: None,
+            inner,
+            want,
+            timeout,
+            in_flight: false,
+            acquired: false,
+            queued: false,
+            uncertain: false,
+        }
+    }
+
     /// One attempt, finished and undone in the background if it is dropped after it was
     /// sent: a lock it took (or may have) is released, and the waiter leaves the queue.
     fn attempt(&self) -> DropSafe<Result<FairAttempt, BackendError>> {

@@ -174,8 +174,8 @@ impl LockRequest {
         let (kind, wait) = (self.kind, self.wait);
         let span = telemetry::acquire_span(&key, kind, wait);
         let mut record = CancelRecord::new(&span);
-        let want = self.want(key);
-        let granted = self.grant(&want).instrument(span.clone()).await;
+        let mut want = self.want(key);
+        let granted = self.grant(&mut want).instrument(span.clone()).await;
         let waited = record.done();
         telemetry::acquired(&span, kind, wait, waited, granted.as_ref().map(|_| ()));
         let grant = granted?;
@@ -188,7 +188,9 @@ impl LockRequest {
     }
 
     /// Waits for the lock as `want` says.
-    async fn grant(&self, want: &Want) -> Result<Grant, LockError> {
+    /// A fair waiter may end up holding under another owner id than it started with (see
+    /// `fair.rs`): `want` is updated.
+    async fn grant(&self, want: &mut Want) -> Result<Grant, LockError> {
         let inner = &self.manager;
         // Waiting needs the current runtime's timers (one remembered from before will not
         // do); a backend acquisition always comes here, and a round trip dwarfs the check.
