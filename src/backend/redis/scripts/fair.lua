@@ -41,17 +41,27 @@ local name, queue, deadlines, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, lease, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 if redis.replicate_commands then redis.replicate_commands() end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
--- Drops the heads whose place ran out (or that have none). Whether any was dropped.
+-- The server's clock in ms, read once and only when a deadline is looked at (each
+-- redis.call costs Redis a few thousand instructions: the common paths make few).
+local now
+local function clock()
+  if not now then
+    local time = redis.call('time')
+    now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return now
+end
+
+-- Drops the heads whose place ran out (or that have none). Whether any was dropped, and
+-- the head now (false: nobody queues).
 local function evict()
   local dropped = false
   while true do
     local head = redis.call('lindex', queue, 0)
-    if not head then return dropped end
+    if not head then return dropped, head end
     local deadline = tonumber(redis.call('zscore', deadlines, head))
-    if deadline and deadline > now then return dropped end
+    if deadline and deadline > clock() then return dropped, head end
     redis.call('lpop', queue)
     redis.call('zrem', deadlines, head)
     dropped = true
@@ -59,16 +69,15 @@ local function evict()
 end
 
 -- Tells the queue's head (only) that it may take the lock: the subscribers reached.
-local function wake_head()
-  local head = redis.call('lindex', queue, 0)
+local function wake(head)
   if not head or head == owner then return 0 end
   return redis.call(PUBLISH, channel .. ':' .. head, UNLOCK_MESSAGE)
 end
 
--- The owner takes the free lock; if it was the head, it leaves the queue and the places
+-- The owner takes the free lock; if it is the head, it leaves the queue and the places
 -- behind move up by `step`.
-local function take(step)
-  if redis.call('lindex', queue, 0) == owner then
+local function take(step, is_head)
+  if is_head then
     redis.call('lpop', queue)
     redis.call('zrem', deadlines, owner)
     for _, waiter in ipairs(redis.call('zrange', deadlines, 0, -1)) do
@@ -80,9 +89,8 @@ local function take(step)
   return ACQUIRED
 end
 
-local function head_deadline_in()
-  local head = redis.call('lindex', queue, 0)
-  return math.max(1, tonumber(redis.call('zscore', deadlines, head)) - now)
+local function deadline_in(head)
+  return math.max(1, tonumber(redis.call('zscore', deadlines, head)) - clock())
 end
 
 if op == 'a' then
@@ -96,9 +104,10 @@ if op == 'a' then
     return ACQUIRED
   end
   local free = redis.call('exists', name) == 0
-  if evict() and free then wake_head() end
-  if free and redis.call('llen', queue) == 0 then return take(0) end
-  if free then return head_deadline_in() end
+  local dropped, head = evict()
+  if free and dropped then wake(head) end
+  if free and not head then return take(0, false) end
+  if free then return deadline_in(head) end
   local pttl = redis.call('pttl', name)
   if pttl < 0 then return BUSY_FOREVER end
   return pttl
@@ -109,11 +118,12 @@ if op == 'q' then
   -- A re-sent attempt that took the lock already.
   if redis.call('hexists', name, owner) == 1 then return ACQUIRED end
   local free = redis.call('exists', name) == 0
-  local dropped = evict()
-  local pos = redis.call('lpos', queue, owner)
+  local dropped, head = evict()
+  -- Nobody queues: the lock is taken without a place.
+  if free and not head then return take(step, false) end
+  local pos
+  if head == owner then pos = 0 else pos = redis.call('lpos', queue, owner) end
   if not pos then
-    local head = redis.call('lindex', queue, 0)
-    if free and not head then return take(step) end
     if rejoin and head then
       -- Dropped as the head while it still waited: back to the front, where it was.
       redis.call('lpush', queue, owner)
@@ -123,23 +133,23 @@ if op == 'q' then
       -- as Redisson's first place is: ours are kept alive, and a dead one must not block
       -- the queue for a whole lease after the lock was freed.
       local last = redis.call('lindex', queue, -1)
-      local base = last and tonumber(redis.call('zscore', deadlines, last)) or now
+      local base = last and tonumber(redis.call('zscore', deadlines, last)) or clock()
       redis.call('zadd', deadlines, base + step, owner)
-      redis.call('rpush', queue, owner)
-      pos = redis.call('llen', queue) - 1
+      pos = redis.call('rpush', queue, owner) - 1
     end
+    if pos == 0 then head = owner end
   end
   -- Keep the place alive: at least one timeout per place up to its own.
-  local alive = now + (pos + 1) * step
+  local alive = clock() + (pos + 1) * step
   if alive > (tonumber(redis.call('zscore', deadlines, owner)) or 0) then
     redis.call('zadd', deadlines, alive, owner)
   end
-  if free and pos == 0 then return take(step) end
-  if free and dropped then wake_head() end
+  if free and pos == 0 then return take(step, true) end
+  if free and dropped then wake(head) end
   local pttl = redis.call('pttl', name)
   local retry = step
   if pos > 0 then
-    retry = head_deadline_in()
+    retry = deadline_in(head)
   elseif pttl >= 0 then
     retry = pttl
   end
@@ -154,8 +164,8 @@ if op == 'r' then
     -- Not held (its lease ran out, or it was deleted). If the lock is free, its head must
     -- not wait for a message nobody else will send.
     if redis.call('exists', name) == 0 then
-      evict()
-      wake_head()
+      local _, head = evict()
+      wake(head)
     end
     return NOT_HELD
   end
@@ -165,8 +175,8 @@ if op == 'r' then
     return 0
   end
   redis.call('del', name)
-  evict()
-  return UNLOCKED + wake_head()
+  local _, head = evict()
+  return UNLOCKED + wake(head)
 end
 
 if op == 'l' then
@@ -186,8 +196,8 @@ if op == 'l' then
   redis.call('zrem', deadlines, owner)
   -- A head that leaves while the lock is free passes the turn on.
   if at == 1 and redis.call('exists', name) == 0 then
-    evict()
-    wake_head()
+    local _, head = evict()
+    wake(head)
   end
   return 1
 end
