@@ -21,16 +21,25 @@ pub enum LockKind {
     /// list, deadline set and per-waiter channel). See
     /// [`LockManager::fair_lock`](crate::LockManager::fair_lock).
     Fair,
+    /// One holder at a time, reentrant, and every acquisition (reentry included) is given
+    /// a fencing token, a number that only grows, for the protected resource to reject
+    /// the writes of a holder that lost the lock without knowing it (Redisson's
+    /// `RFencedLock`: the plain lock's hash plus the counter `redisson_lock_token:{name}`).
+    /// It excludes and is excluded by [`Exclusive`](Self::Exclusive) on the same name. See
+    /// [`LockManager::fenced_lock`](crate::LockManager::fenced_lock).
+    Fenced,
 }
 
 impl LockKind {
-    /// A short name for logs and metrics labels ("exclusive", "read", "write", "fair").
+    /// A short name for logs and metrics labels ("exclusive", "read", "write", "fair",
+    /// "fenced").
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Exclusive => "exclusive",
             LockKind::Read => "read",
             LockKind::Write => "write",
             LockKind::Fair => "fair",
+            LockKind::Fenced => "fenced",
         }
     }
 

@@ -38,6 +38,27 @@ pub enum Attempt {
     Busy(Option<Duration>),
     /// A reentrant attempt (`expected > 0`) found that the owner no longer holds the lock.
     Lost,
+    /// As [`Acquired`](Self::Acquired), for a fenced lock ([`LockKind::Fenced`]): the
+    /// fencing token this acquisition got, greater than every token given before for the
+    /// name. A backend answers it to a fenced acquisition only, and never
+    /// [`Acquired`](Self::Acquired) to one. A re-sent acquisition that already counted
+    /// answers the counter as it is then.
+    Fenced(u64),
+}
+
+impl Attempt {
+    /// Whether the owner now holds the lock.
+    pub fn is_acquired(&self) -> bool {
+        matches!(self, Attempt::Acquired | Attempt::Fenced(_))
+    }
+
+    /// A fenced acquisition's token.
+    pub fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Attempt::Fenced(token) => Some(*token),
+            _ => None,
+        }
+    }
 }
 
 /// One acquisition attempt.

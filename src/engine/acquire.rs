@@ -60,6 +60,7 @@ impl Want {
         manager: Arc<ManagerInner>,
         acquired_at: Instant,
         claim: Option<Claim>,
+        token: Option<u64>,
         spawn_watchdog: bool,
     ) -> Acquired {
         let renewed = self.renewed;
@@ -75,7 +76,7 @@ impl Want {
             claim,
         });
         if !renewed {
-            return (LockGuard::new(hold), None);
+            return (LockGuard::new(hold, token), None);
         }
         let keeper = Keeper::new(lease);
         if spawn_watchdog {
@@ -83,18 +84,19 @@ impl Want {
             hold.manager()
                 .renewals()
                 .schedule(hold.clone(), keeper, due);
-            (LockGuard::new(hold), None)
+            (LockGuard::new(hold, token), None)
         } else {
-            (LockGuard::new(hold), Some(keeper))
+            (LockGuard::new(hold, token), Some(keeper))
         }
     }
 }
 
 /// The lock, granted: when its lease started (the attempt or the release that handed it
-/// over was sent), and this process's claim on the name.
+/// over was sent), this process's claim on the name, and a fenced lock's token.
 pub(super) struct Grant {
     pub(super) lease_from: Instant,
     pub(super) claim: Claim,
+    pub(super) token: Option<u64>,
 }
 
 /// One attempt, finished and undone in the background if it is dropped after it was sent.
@@ -102,7 +104,7 @@ fn attempt(inner: &Arc<ManagerInner>, want: &Want) -> DropSafe<Result<Attempt, B
     let undo_inner = inner.clone();
     let (undo_key, undo_kind, undo_owner, lease) =
         (want.key.clone(), want.kind, want.owner.clone(), want.lease);
-    DropSafe::new(inner.store().acquire(want.args()), move |result| {
+    DropSafe::new(checked(inner, want.args()), move |result| {
         // Busy: nothing was taken. Acquired, or an error (the attempt may have landed):
         // release; releasing what was never taken changes nothing.
         if let Ok(Attempt::Busy(_)) = result {
@@ -111,6 +113,28 @@ fn attempt(inner: &Arc<ManagerInner>, want: &Want) -> DropSafe<Result<Attempt, B
         Some(release_unowned(
             undo_inner, undo_key, undo_kind, undo_owner, lease,
         ))
+    })
+}
+
+/// The backend's attempt; for a fenced lock, an error if the backend took the lock without
+/// a token (it has no fenced locks: the attempt is undone like a failed one).
+pub(super) fn checked(
+    inner: &ManagerInner,
+    args: AcquireArgs,
+) -> crate::backend::BoxFuture<Result<Attempt, BackendError>> {
+    let fenced = args.kind == LockKind::Fenced;
+    let name = inner.store().name();
+    let attempt = inner.store().acquire(args);
+    if !fenced {
+        return attempt;
+    }
+    Box::pin(async move {
+        match attempt.await? {
+            Attempt::Acquired => Err(BackendError::new(format!(
+                "the {name} lock backend gave no fencing token (it has no fenced locks)"
+            ))),
+            attempt => Ok(attempt),
+        }
     })
 }
 
@@ -204,9 +228,10 @@ impl<'a> Acquisition<'a> {
             Err(GaveUp::Unreachable) => Err(backend_down()),
         };
         match result? {
-            Attempt::Acquired => Ok(Ok(Grant {
+            attempt @ (Attempt::Acquired | Attempt::Fenced(_)) => Ok(Ok(Grant {
                 lease_from: sent,
                 claim,
+                token: attempt.fencing_token(),
             })),
             Attempt::Busy(pttl) => {
                 self.holder_until = pttl.map(|pttl| sent + pttl);
@@ -240,12 +265,13 @@ impl<'a> Acquisition<'a> {
                             last_error = Some(backend_down());
                             break;
                         }
-                        Ok(Ok(Attempt::Acquired)) => {
+                        Ok(Ok(attempt @ (Attempt::Acquired | Attempt::Fenced(_)))) => {
                             let claim = inner.queues().claim(&want.key, want.kind);
                             queued.acquired();
                             return Ok(Grant {
                                 lease_from: sent,
                                 claim,
+                                token: attempt.fencing_token(),
                             });
                         }
                         Ok(Ok(Attempt::Busy(pttl))) => {
@@ -265,7 +291,11 @@ impl<'a> Acquisition<'a> {
                 Turn::Handed(lease_from) => {
                     let claim = inner.queues().claim(&want.key, want.kind);
                     queued.acquired();
-                    return Ok(Grant { lease_from, claim });
+                    return Ok(Grant {
+                        lease_from,
+                        claim,
+                        token: None,
+                    });
                 }
                 Turn::Wait(until) => {
                     let wake_at = until.map_or(self.deadline, |until| until.min(self.deadline));

@@ -94,6 +94,7 @@ impl<'a> FairAcquisition<'a> {
                     return Ok(Grant {
                         lease_from: sent,
                         claim,
+                        token: None,
                     });
                 }
                 Ok(Ok(FairAttempt::Queued {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::acquire::{Acquisition, Want};
+use super::acquire::{checked, Acquisition, Want};
 use super::count_lock::Counted;
 use super::drop_safe::DropSafe;
 use super::hold::Hold;
@@ -27,11 +27,16 @@ use crate::telemetry;
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard {
     hold: Option<Arc<Hold>>,
+    /// A fenced lock's token for this acquisition.
+    token: Option<u64>,
 }
 
 impl LockGuard {
-    pub(crate) fn new(hold: Arc<Hold>) -> Self {
-        LockGuard { hold: Some(hold) }
+    pub(crate) fn new(hold: Arc<Hold>, token: Option<u64>) -> Self {
+        LockGuard {
+            hold: Some(hold),
+            token,
+        }
     }
 
     pub(super) fn hold(&self) -> &Arc<Hold> {
@@ -62,6 +67,30 @@ impl LockGuard {
     /// Whether a watchdog renews the lease.
     pub fn is_renewed(&self) -> bool {
         self.hold().is_renewed()
+    }
+
+    /// The fencing token of this acquisition of a fenced lock
+    /// ([`LockManager::fenced_lock`](crate::LockManager::fenced_lock)): a number greater
+    /// than every token given before for this name, by any process (Redisson's
+    /// `RFencedLock` included). Send it with every write to the protected resource and have
+    /// the resource refuse a token lower than the last it accepted: a holder that lost the
+    /// lock without knowing it (a pause longer than its lease) then cannot overwrite the
+    /// next holder's work. `None` for the other kinds.
+    ///
+    /// # Examples
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = tower_lock::LockManager::memory();
+    /// let first = locks.fenced_lock("invoice:7").acquire().await.unwrap();
+    /// let first_token = first.fencing_token().unwrap();
+    /// first.release().await.unwrap();
+    /// let second = locks.fenced_lock("invoice:7").acquire().await.unwrap();
+    /// assert!(second.fencing_token().unwrap() > first_token);
+    /// assert_eq!(locks.lock("invoice:8").acquire().await.unwrap().fencing_token(), None);
+    /// # }
+    /// ```
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
     }
 
     /// A handle on the loss signal that outlives the guard (to hand to other tasks).
@@ -165,12 +194,16 @@ impl LockGuard {
 }
 
 /// Another hold of `kind` for the owner of `hold`, where the rules allow: the same kind
-/// reenters, a write hold also gives a read hold (a downgrade); anything else (an upgrade,
+/// reenters, a fenced hold also gives a plain one (the same lock), a write hold also gives
+/// a read hold (a downgrade); anything else (an upgrade,
 /// or mixing a plain lock with a read-write lock) is [`LockError::KindMismatch`] at once.
 /// Shared with the HTTP extractors.
 pub(crate) async fn hold_as(hold: Arc<Hold>, kind: LockKind) -> Result<LockGuard, LockError> {
     match (hold.kind(), kind) {
         (held, asked) if held == asked => reenter(hold).await,
+        // A plain lock's extractor under a fenced hold: the same lock, entered again with
+        // a token of its own.
+        (LockKind::Fenced, LockKind::Exclusive) => reenter(hold).await,
         (LockKind::Write, LockKind::Read) => downgrade(&hold).await,
         (held, asked) => Err(LockError::KindMismatch {
             key: hold.key().clone(),
@@ -211,7 +244,13 @@ async fn downgrade(hold: &Arc<Hold>) -> Result<LockGuard, LockError> {
         answer,
     );
     let grant = granted?;
-    let (guard, _) = want.hold(manager, grant.lease_from, Some(grant.claim), true);
+    let (guard, _) = want.hold(
+        manager,
+        grant.lease_from,
+        Some(grant.claim),
+        grant.token,
+        true,
+    );
     Ok(guard)
 }
 
@@ -241,13 +280,13 @@ async fn reenter_once(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
     let undo_count = count.clone();
     let args = hold.acquire_args(expected);
     let sent = Instant::now();
-    let attempt = DropSafe::new(hold.manager().store().acquire(args), move |result| {
+    let attempt = DropSafe::new(checked(hold.manager(), args), move |result| {
         let count = undo_count
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()?;
         match result {
-            Ok(Attempt::Acquired) => {
+            Ok(attempt) if attempt.is_acquired() => {
                 let mut count = count;
                 *count += 1;
                 Some(Box::pin(async move {
@@ -273,11 +312,11 @@ async fn reenter_once(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
         .take()
         .expect("the count lock is only taken by the undo of a dropped attempt");
     match result? {
-        Attempt::Acquired => {
+        attempt @ (Attempt::Acquired | Attempt::Fenced(_)) => {
             *count += 1;
             hold.loss().extend(sent + hold.lease());
             drop(count);
-            Ok(LockGuard::new(hold))
+            Ok(LockGuard::new(hold, attempt.fencing_token()))
         }
         Attempt::Busy(_) | Attempt::Lost => {
             hold.mark_lost();
@@ -322,6 +361,7 @@ impl fmt::Debug for LockGuard {
                 .field("owner", hold.owner())
                 .field("lease", &hold.lease())
                 .field("renewed", &hold.is_renewed())
+                .field("fencing_token", &self.token)
                 .finish(),
             None => f.write_str("LockGuard(released)"),
         }

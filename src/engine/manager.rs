@@ -238,6 +238,29 @@ impl LockManager {
         LockRequest::new(self.inner.clone(), key, LockKind::Fair)
     }
 
+    /// A request for the fenced lock `name`: one holder at a time, like
+    /// [`lock`](Self::lock) (and excluded by it), and every acquisition, reentry included,
+    /// gets a [fencing token](crate::LockGuard::fencing_token) greater than every one given
+    /// before for the name. Redis: Redisson's `RFencedLock` (the counter
+    /// `redisson_lock_token:{name}` is INCRed in the acquisition's script; it never
+    /// expires: see `docs/fenced-locks.md`). Its release is never handed over to a waiter
+    /// of this process: each next holder takes the lock, and its token, itself.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = tower_lock::LockManager::memory();
+    /// let guard = locks.fenced_lock("account:7").acquire().await.unwrap();
+    /// let token = guard.fencing_token().expect("a fenced lock's guard has a token");
+    /// // UPDATE accounts SET …, fence = $token WHERE id = 7 AND fence < $token
+    /// # let _ = token;
+    /// guard.release().await.unwrap();
+    /// # }
+    /// ```
+    pub fn fenced_lock(&self, name: impl AsRef<str>) -> LockRequest {
+        let key = self.key(name.as_ref());
+        LockRequest::new(self.inner.clone(), key, LockKind::Fenced)
+    }
+
     /// The key `name` maps to (the manager's prefix and the name).
     ///
     /// # Errors

@@ -161,7 +161,13 @@ impl LockRequest {
         telemetry::acquired(&span, self.kind, self.wait, Duration::ZERO, Ok(()));
         // The request's handle on the manager moves into the hold (no count change on
         // the manager shared by every request).
-        Ok(Ok(want.hold(self.manager, sent, claim, spawn_watchdog)))
+        Ok(Ok(want.hold(
+            self.manager,
+            sent,
+            claim,
+            None,
+            spawn_watchdog,
+        )))
     }
 
     /// Acquires; with `spawn_watchdog == false` the watchdog (if any) is returned for the
@@ -183,6 +189,7 @@ impl LockRequest {
             self.manager,
             grant.lease_from,
             Some(grant.claim),
+            grant.token,
             spawn_watchdog,
         ))
     }

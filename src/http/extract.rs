@@ -126,6 +126,12 @@ impl<K> Held<K> {
         &self.guard
     }
 
+    /// The fencing token of this acquisition of a fenced lock (see
+    /// [`LockGuard::fencing_token`]); `None` for the other kinds.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.guard.fencing_token()
+    }
+
     /// The value, and the guard to release explicitly.
     pub fn into_parts(self) -> (K, LockGuard) {
         (self.value, self.guard)
@@ -167,6 +173,12 @@ macro_rules! locked_extractor {
             /// The guard.
             pub fn guard(&self) -> &LockGuard {
                 self.0.guard()
+            }
+
+            /// The fencing token, for a fenced lock (see
+            /// [`LockGuard::fencing_token`]).
+            pub fn fencing_token(&self) -> Option<u64> {
+                self.0.fencing_token()
             }
         }
 

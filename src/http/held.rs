@@ -27,6 +27,7 @@ use crate::kind::LockKind;
 #[derive(Clone)]
 pub struct HeldLock {
     hold: Arc<Hold>,
+    token: Option<u64>,
 }
 
 impl HeldLock {
@@ -34,6 +35,7 @@ impl HeldLock {
     pub(crate) fn of(guard: &LockGuard) -> Self {
         HeldLock {
             hold: guard.shared_hold(),
+            token: guard.fencing_token(),
         }
     }
 
@@ -50,6 +52,13 @@ impl HeldLock {
     /// The owner id written in the lock.
     pub fn owner(&self) -> &OwnerId {
         self.hold.owner()
+    }
+
+    /// The fencing token of the layer's acquisition when it takes a fenced lock
+    /// ([`LockLayer::fenced`](crate::LockLayer::fenced)); `None` for the other kinds. See
+    /// [`LockGuard::fencing_token`].
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
     }
 
     /// The loss signal (completes if the lock is lost while the request runs).
@@ -90,6 +99,7 @@ impl fmt::Debug for HeldLock {
         f.debug_struct("HeldLock")
             .field("key", self.hold.key())
             .field("owner", self.hold.owner())
+            .field("fencing_token", &self.token)
             .finish()
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod extract;
 mod fair_extract;
+mod fenced_extract;
 mod held;
 mod key_source;
 pub mod layer;
@@ -11,6 +12,7 @@ mod rejection;
 
 pub use extract::{Held, Lockable, Locked};
 pub use fair_extract::FairLocked;
+pub use fenced_extract::FencedLocked;
 pub use held::HeldLock;
 pub use key_source::KeySource;
 pub use layer::LockLayer;

@@ -7,6 +7,7 @@ mod support;
 mod ctx;
 mod exclusion;
 mod fair;
+mod fenced;
 mod holds;
 mod leases;
 mod read_write;

@@ -291,6 +291,12 @@ pub fn fair_keys(name: &str) -> (String, String) {
     )
 }
 
+/// The fenced lock's token counter for `name` (Redisson's name; `name` has no braces).
+#[allow(dead_code)]
+pub fn fencing_tokens_key(name: &str) -> String {
+    format!("redisson_lock_token:{{{name}}}")
+}
+
 /// The owners queued for the fair lock `name`, first come first.
 #[allow(dead_code)]
 pub async fn fair_places(redis: &Client, name: &str) -> Vec<String> {

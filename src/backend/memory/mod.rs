@@ -51,6 +51,9 @@ struct Locks {
     held: KeyMap<Entry>,
     /// Fair locks' queues of waiters.
     fair: KeyMap<fair::FairQueue>,
+    /// Fenced locks' last tokens. Never removed, like Redisson's token keys (a token must
+    /// never be given twice): one entry per name ever locked fenced.
+    tokens: KeyMap<u64>,
     /// Size of `held` after the last sweep of expired entries.
     swept_at: usize,
 }
@@ -152,7 +155,7 @@ impl MemoryBackend {
                 return read_write::take(locks, args, now);
             }
             let expires = now + args.lease;
-            match locks.live(&args.key, now) {
+            let counted = match locks.live(&args.key, now) {
                 None if args.expected == 0 => {
                     locks.held.insert(
                         args.key.clone(),
@@ -162,21 +165,29 @@ impl MemoryBackend {
                             expires,
                         }),
                     );
-                    Attempt::Acquired
+                    true
                 }
                 Some(Entry::Exclusive(entry)) if entry.owner == args.owner => {
-                    if entry.count == args.expected {
+                    let counted = entry.count == args.expected;
+                    if counted {
                         entry.count += 1;
                     } else if entry.count != args.expected + 1 {
                         return Attempt::Lost;
                     }
                     entry.expires = expires;
-                    Attempt::Acquired
+                    counted
                 }
-                None => Attempt::Lost,
-                Some(_) if args.expected > 0 => Attempt::Lost,
-                Some(entry) => Attempt::Busy(Some(entry.expires() - now)),
+                None => return Attempt::Lost,
+                Some(_) if args.expected > 0 => return Attempt::Lost,
+                Some(entry) => return Attempt::Busy(Some(entry.expires() - now)),
+            };
+            if args.kind != LockKind::Fenced {
+                return Attempt::Acquired;
             }
+            // A re-sent acquisition that already counted answers the token as it is.
+            let token = locks.tokens.entry(args.key.clone()).or_insert(0);
+            *token += u64::from(counted);
+            Attempt::Fenced(*token)
         });
         Ok(attempt)
     }

@@ -29,6 +29,7 @@ mod commands;
 mod connect;
 mod echoes;
 mod fair;
+mod fenced;
 mod layout;
 mod names;
 mod operations;
@@ -76,6 +77,8 @@ struct BackendInner {
     read_write: Script,
     /// The fair lock's script (one operation per call).
     fair: Script,
+    /// The fenced lock's acquisition (one per call).
+    fenced: Script,
     batcher: Batcher,
     /// Our own unlock notices, expected back on our subscriptions.
     echoes: Arc<Echoes>,
@@ -207,6 +210,7 @@ impl RedisBackend {
                 batch: Script::from_lua(scripts::batch(sharded)),
                 read_write: Script::from_lua(scripts::read_write(sharded)),
                 fair: Script::from_lua(scripts::fair(sharded)),
+                fenced: Script::from_lua(scripts::fenced()),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),
                 notices: OnceLock::new(),

@@ -12,6 +12,7 @@ const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 const READ_WRITE_CHANNEL_PREFIX: &str = "redisson_rwlock:";
 const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue:";
 const FAIR_DEADLINES_PREFIX: &str = "redisson_lock_timeout:";
+const FENCING_TOKENS_PREFIX: &str = "redisson_lock_token:";
 
 /// Redisson's `prefixName(prefix, key)` in parts, to be joined or written where needed:
 /// the key in braces unless it contains `{`.
@@ -55,6 +56,12 @@ pub(super) fn fair_queue(key: &LockKey) -> String {
 /// The fair lock's deadlines of the places in its queue: `redisson_lock_timeout:{<key>}`.
 pub(super) fn fair_deadlines(key: &LockKey) -> String {
     prefixed(FAIR_DEADLINES_PREFIX, key)
+}
+
+/// The fenced lock's token counter: `redisson_lock_token:{<key>}` (braces as Redisson's).
+/// It never expires: see `docs/fenced-locks.md`.
+pub(super) fn fencing_tokens(key: &LockKey) -> String {
+    prefixed(FENCING_TOKENS_PREFIX, key)
 }
 
 /// The channel of the fair waiter `owner` of `key`:

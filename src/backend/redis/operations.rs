@@ -24,6 +24,9 @@ impl Backend for RedisBackend {
         if args.kind == LockKind::Fair {
             return self.fair_try(args);
         }
+        if args.kind == LockKind::Fenced {
+            return self.fenced_acquire(args);
+        }
         if args.kind != LockKind::Exclusive {
             let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
             let (backend, kind) = (self.clone(), args.kind);
@@ -101,7 +104,9 @@ impl Backend for RedisBackend {
             let reply = self.fair(op, args.key, args.owner, args.lease);
             return Box::pin(async move { fair::decode_release(reply.await?) });
         }
-        if args.kind != LockKind::Exclusive {
+        // A fenced lock's release is the plain lock's (its successors acquire, each with a
+        // token of its own, so it is never handed over).
+        if args.kind.is_read_write() {
             // Never handed over: a read-write lock's release frees its share. A last hold's
             // release may publish, and this process's own notice is told apart as the plain
             // lock's is (`echoes`).
@@ -129,7 +134,7 @@ impl Backend for RedisBackend {
         }
         // Only an owner's last hold is handed over (the script checks it too).
         let (kind, lease, successor) = match args.successor {
-            Some(successor) if args.expected <= 1 => {
+            Some(successor) if args.expected <= 1 && args.kind == LockKind::Exclusive => {
                 (OpKind::HandOver, successor.lease, Some(successor.owner))
             }
             _ => (OpKind::Release, args.lease, None),
@@ -164,7 +169,7 @@ impl Backend for RedisBackend {
     }
 
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
-        // A fair lock's hash is the plain lock's: renewed with it.
+        // A fair or fenced lock's hash is the plain lock's: renewed with it.
         if args.kind.is_read_write() {
             let reply = self.read_write(
                 ReadWriteOp::Renew,

@@ -102,6 +102,12 @@ pub(crate) fn fair(sharded: bool) -> String {
     publishing(include_str!("scripts/fair.lua"), sharded)
 }
 
+/// The fenced lock's acquisition (`scripts/fenced.lua`): the plain lock's, plus Redisson's
+/// `RFencedLock` token counter INCRed in the same step. It publishes nothing.
+pub(crate) fn fenced() -> String {
+    include_str!("scripts/fenced.lua").to_owned()
+}
+
 /// `lua` with SPUBLISH in place of PUBLISH for sharded pub/sub.
 fn publishing(lua: &str, sharded: bool) -> String {
     if sharded {
@@ -173,5 +179,9 @@ mod tests {
         assert_eq!(lua_constant(&read_write(true), "PUBLISH"), "spublish");
         assert_eq!(lua_constant(&fair(true), "PUBLISH"), "spublish");
         assert_eq!(lua_constant(&fair(false), "UNLOCK_MESSAGE"), UNLOCK_MESSAGE);
+        let fenced = fenced();
+        for (name, value) in &shared[..3] {
+            assert_eq!(lua_constant(&fenced, name), value.to_string(), "{name}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Which kind of lock the layer takes: the plain lock, a read-write lock's read or write
-//! side, the side the request's method calls for, or the fair lock; and the layer's options
-//! that choose it.
+//! side, the side the request's method calls for, the fair or the fenced lock; and the
+//! layer's options that choose it.
 
 use super::LockLayer;
 use crate::kind::LockKind;
@@ -66,6 +66,34 @@ impl LockLayer {
         self.config_mut().kinds = LayerKinds::Fair;
         self
     }
+
+    /// Takes the fenced lock ([`LockManager::fenced_lock`]): the plain lock, plus a fencing
+    /// token for each request, which the handler reads from [`HeldLock::fencing_token`] or
+    /// its extractor's `fencing_token()` ([`Locked`] reenters the layer's hold with a
+    /// token of its own) and sends with its writes, so that the store refuses the late
+    /// write of a request whose lock ran out. Redisson's `RFencedLock` on Redis.
+    ///
+    /// ```
+    /// use axum::{routing::put, Extension, Router};
+    /// use tower_lock::{HeldLock, LockLayer, LockManager};
+    ///
+    /// async fn save(Extension(lock): Extension<HeldLock>) -> String {
+    ///     let token = lock.fencing_token().expect("a fenced layer's lock has a token");
+    ///     // UPDATE documents SET body = $1, fence = $token WHERE id = $2 AND fence < $token
+    ///     format!("saved with token {token}")
+    /// }
+    ///
+    /// let app: Router = Router::new()
+    ///     .route("/documents/{docId}", put(save))
+    ///     .route_layer(LockLayer::by_path_param("docId").fenced().manager(LockManager::memory()));
+    /// ```
+    ///
+    /// [`HeldLock::fencing_token`]: crate::HeldLock::fencing_token
+    /// [`Locked`]: crate::Locked
+    pub fn fenced(mut self) -> Self {
+        self.config_mut().kinds = LayerKinds::Fenced;
+        self
+    }
 }
 
 /// Which kind of lock the layer takes for a request.
@@ -81,6 +109,8 @@ pub(crate) enum LayerKinds {
     ByMethod,
     /// The fair lock, for every request.
     Fair,
+    /// The fenced lock, for every request.
+    Fenced,
 }
 
 impl LayerKinds {
@@ -90,6 +120,7 @@ impl LayerKinds {
             LayerKinds::Read => LockKind::Read,
             LayerKinds::Write => LockKind::Write,
             LayerKinds::Fair => LockKind::Fair,
+            LayerKinds::Fenced => LockKind::Fenced,
             LayerKinds::ByMethod => {
                 let safe = [http::Method::GET, http::Method::HEAD, http::Method::OPTIONS];
                 if safe.contains(method) {

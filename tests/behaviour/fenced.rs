@@ -1,0 +1,208 @@
+//! Fenced locks through the manager: every acquisition, reentry included, gets a token
+//! greater than every one before it, across processes; a re-sent acquisition that already
+//! counted keeps its token; the fenced and the plain lock of one name exclude each other;
+//! a holder whose lease ran out holds a token lower than the next holder's.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::prelude::KeysInterface;
+use tower_lock::backend::{AcquireArgs, Attempt};
+use tower_lock::{LockError, LockKind, LockManager, OwnerId, Released};
+
+use crate::ctx::Ctx;
+use crate::support;
+use crate::support::suite::{backend_suite, BackendUnderTest};
+
+/// Acquisitions, reentries and releases: each token is greater than the one before.
+async fn every_acquisition_gets_a_greater_token(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("fenced-grows");
+    let mut last = 0;
+    for _ in 0..3 {
+        let guard = ctx.manager.fenced_lock(&name).acquire().await.unwrap();
+        assert_eq!(guard.kind(), LockKind::Fenced);
+        let token = guard.fencing_token().expect("a fenced guard has a token");
+        assert!(token > last, "{token} after {last}");
+        let again = guard.reenter().await.unwrap();
+        let reentered = again.fencing_token().expect("a reentry has a token");
+        assert!(
+            reentered > token,
+            "a reentry counts too: {reentered} after {token}"
+        );
+        assert_eq!(again.release().await.unwrap(), Released::StillHeld);
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+        last = reentered;
+    }
+    if let Some(redis) = &ctx.redis {
+        // Redisson's counter: the last token given, and no expiry.
+        let tokens = support::fencing_tokens_key(&name);
+        let stored: u64 = redis.get(&tokens).await.unwrap();
+        assert_eq!(stored, last);
+        let ttl: i64 = redis.pttl(&tokens).await.unwrap();
+        assert_eq!(ttl, -1, "the token counter never expires");
+    }
+    assert_eq!(
+        ctx.manager
+            .lock(&name)
+            .acquire()
+            .await
+            .unwrap()
+            .fencing_token(),
+        None,
+        "the plain lock has no token"
+    );
+}
+
+/// The fenced and the plain lock of one name are one lock (Redisson's `RFencedLock` is an
+/// `RLock`).
+async fn fenced_and_plain_locks_exclude_each_other(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("fenced-plain");
+    let fenced = ctx.manager.fenced_lock(&name).acquire().await.unwrap();
+    let busy = ctx.manager.lock(&name).try_acquire().await.unwrap_err();
+    assert!(matches!(busy, LockError::TimedOut { .. }), "{busy}");
+    assert_eq!(fenced.release().await.unwrap(), Released::Unlocked);
+    let plain = ctx.manager.lock(&name).acquire().await.unwrap();
+    let busy = ctx
+        .manager
+        .fenced_lock(&name)
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(busy, LockError::TimedOut { .. }), "{busy}");
+    assert_eq!(plain.release().await.unwrap(), Released::Unlocked);
+}
+
+/// A backend applies a fenced acquisition at most once: sent again after it counted, it
+/// answers the same token and counts no second hold (a reentry likewise).
+async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let store = ctx.backend().await;
+    let key = ctx.manager.key(&support::unique("fenced-resent")).unwrap();
+    let args = |expected| AcquireArgs {
+        key: key.clone(),
+        kind: LockKind::Fenced,
+        owner: OwnerId::from_raw("resender"),
+        lease: Duration::from_secs(30),
+        expected,
+    };
+    let first = store.acquire(args(0)).await.unwrap();
+    let token = first.fencing_token().expect("acquired with a token");
+    assert_eq!(
+        store.acquire(args(0)).await.unwrap(),
+        Attempt::Fenced(token)
+    );
+    let reentry = store.acquire(args(1)).await.unwrap();
+    assert_eq!(reentry, Attempt::Fenced(token + 1));
+    assert_eq!(store.acquire(args(1)).await.unwrap(), reentry);
+    assert_eq!(store.acquire(args(3)).await.unwrap(), Attempt::Lost);
+    let other = AcquireArgs {
+        owner: OwnerId::from_raw("other"),
+        ..args(0)
+    };
+    assert!(matches!(
+        store.acquire(other).await.unwrap(),
+        Attempt::Busy(Some(_))
+    ));
+    // Two holds, not three: the second release frees it.
+    let release = |expected| tower_lock::backend::ReleaseArgs {
+        key: key.clone(),
+        kind: LockKind::Fenced,
+        owner: OwnerId::from_raw("resender"),
+        lease: Duration::from_secs(30),
+        expected,
+        successor: None,
+    };
+    assert_eq!(
+        store.release(release(2)).await.unwrap().released,
+        Released::StillHeld
+    );
+    assert_eq!(
+        store.release(release(1)).await.unwrap().released,
+        Released::Unlocked
+    );
+}
+
+/// Holders of two managers (processes; one in memory), four tasks each, contend: the tokens, in the order
+/// the holders ran, only grow.
+async fn tokens_grow_in_the_order_holders_run(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let first = ctx.manager.clone();
+    // The in-memory backend serves one process (its managers do not tell each other of
+    // plain releases): one manager there.
+    let second = match &ctx.memory {
+        Some(_) => first.clone(),
+        None => backend.manager(LockManager::builder()).await,
+    };
+    let name = support::unique("fenced-order");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for worker in 0..8 {
+        let manager = if worker % 2 == 0 { &first } else { &second }.clone();
+        let (name, seen) = (name.clone(), seen.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                let guard = manager
+                    .fenced_lock(&name)
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .unwrap();
+                seen.lock().unwrap().push(guard.fencing_token().unwrap());
+                tokio::task::yield_now().await;
+                assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 80);
+    assert!(
+        seen.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens in holding order: {seen:?}"
+    );
+}
+
+/// A holder whose fixed lease ran out (a pause it cannot see) holds a lower token than the
+/// next holder (`examples/fenced_write.rs` shows a store refusing its write).
+async fn a_holder_past_its_lease_has_the_lower_token(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("fenced-stale");
+    let paused = ctx
+        .manager
+        .fenced_lock(&name)
+        .fixed_lease(Duration::from_millis(200))
+        .acquire()
+        .await
+        .unwrap();
+    paused.lost().await;
+    let next = ctx
+        .manager
+        .fenced_lock(&name)
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    let (late, current) = (
+        paused.fencing_token().unwrap(),
+        next.fencing_token().unwrap(),
+    );
+    assert!(
+        late < current,
+        "{late} < {current}: the late write can be refused"
+    );
+    assert_eq!(paused.release().await.unwrap(), Released::NotHeld);
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+}
+
+backend_suite!(
+    [Memory, Redis, Cluster]
+    every_acquisition_gets_a_greater_token,
+    fenced_and_plain_locks_exclude_each_other,
+    a_resent_acquisition_keeps_its_token,
+    tokens_grow_in_the_order_holders_run,
+    a_holder_past_its_lease_has_the_lower_token,
+);
