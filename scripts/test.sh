@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real redis-server processes (started by the tests on
 # free loopback ports) and, for the interop suite, the real Redisson (Java). Installs what is
-# absent from Debian's packages: redis-server, a headless JDK and Maven.
+# absent from Debian's packages: redis-server, a headless JDK and Maven, and PostgreSQL (for
+# the fenced lock's example test, which starts a throwaway server of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,9 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 { command -v java && command -v javac; } >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# PostgreSQL for the fenced lock's example test (Debian keeps initdb off PATH).
+{ command -v initdb || compgen -G "/usr/lib/postgresql/*/bin/initdb"; } >/dev/null 2>&1 \
+  || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "not found: installing ${missing[*]} from Debian's packages"
   sudo=""

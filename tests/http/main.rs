@@ -5,6 +5,7 @@ mod support;
 
 mod extractors;
 mod fair;
+mod fenced;
 mod helpers;
 mod layer;
 mod read_write;

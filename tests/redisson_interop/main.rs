@@ -10,6 +10,7 @@ mod support;
 
 mod exclusion;
 mod fair;
+mod fenced;
 mod holds;
 mod names;
 mod read_write;

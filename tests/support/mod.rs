@@ -8,6 +8,7 @@ pub mod backend_lock;
 pub mod cluster;
 pub mod http;
 pub mod order;
+pub mod postgres;
 pub mod proxy;
 pub mod redisson_jar;
 pub mod redisson_java;
