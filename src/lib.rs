@@ -14,7 +14,8 @@ mod wait;
 
 pub use engine::{
     LockGuard, LockManager, LockManagerBuilder, LockRequest, LossMargin, LossSignal, ManagerStats,
-    DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
+    MultiLockGuard, MultiLockRequest, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT,
+    DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };
 pub use error::{BackendError, LockError, Released};
 #[cfg(feature = "redis")]

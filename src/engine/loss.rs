@@ -1,5 +1,6 @@
 //! The signal that tells a holder its lock is gone, a margin before its lease could end.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -66,10 +67,20 @@ impl Default for LossMargin {
 /// the loss deadline passed. The loss deadline is a [`LossMargin`] before the lease could
 /// end.
 ///
-/// Cheap to clone; every clone watches the same hold.
+/// Cheap to clone; every clone watches the same hold (or, for a
+/// [multi-lock](crate::MultiLockGuard::loss), the same holds: it fires when any of them is
+/// lost).
 #[derive(Clone, Debug)]
 pub struct LossSignal {
-    inner: Arc<SignalInner>,
+    source: Source,
+}
+
+#[derive(Clone, Debug)]
+enum Source {
+    /// One hold's.
+    Hold(Arc<SignalInner>),
+    /// Lost when any of these is.
+    Any(Arc<[LossSignal]>),
 }
 
 #[derive(Debug)]
@@ -80,50 +91,35 @@ struct SignalInner {
     deadline: Mutex<Instant>,
 }
 
-impl LossSignal {
+impl SignalInner {
     fn new(deadline: Instant, lost: bool) -> Self {
-        LossSignal {
-            inner: Arc::new(SignalInner {
-                lost: AtomicBool::new(lost),
-                notify: Notify::new(),
-                deadline: Mutex::new(deadline),
-            }),
+        SignalInner {
+            lost: AtomicBool::new(lost),
+            notify: Notify::new(),
+            deadline: Mutex::new(deadline),
         }
     }
 
     fn deadline(&self) -> Instant {
-        *self
-            .inner
-            .deadline
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn move_deadline(&self, deadline: Instant) {
-        *self
-            .inner
-            .deadline
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = deadline;
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
     }
 
     fn fire(&self) {
-        self.inner.lost.store(true, Ordering::Release);
-        self.inner.notify.notify_waiters();
+        self.lost.store(true, Ordering::Release);
+        self.notify.notify_waiters();
     }
 
-    /// Whether the lock is known or presumed lost, without waiting.
-    pub fn is_lost(&self) -> bool {
-        self.inner.lost.load(Ordering::Acquire) || self.deadline() <= Instant::now()
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire) || self.deadline() <= Instant::now()
     }
 
-    /// Completes when the lock is lost; never, while it is held.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only waits.
-    pub async fn lost(&self) {
+    async fn lost(&self) {
         loop {
-            let notified = self.inner.notify.notified();
+            let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if self.is_lost() {
@@ -133,6 +129,47 @@ impl LossSignal {
             tokio::select! {
                 _ = notified => {}
                 _ = tokio::time::sleep_until(self.deadline()) => {}
+            }
+        }
+    }
+}
+
+impl LossSignal {
+    /// Lost as soon as any of `signals` is (a multi-lock's parts).
+    pub(crate) fn any(signals: Vec<LossSignal>) -> Self {
+        LossSignal {
+            source: Source::Any(signals.into()),
+        }
+    }
+
+    /// Whether the lock is known or presumed lost, without waiting.
+    pub fn is_lost(&self) -> bool {
+        match &self.source {
+            Source::Hold(inner) => inner.is_lost(),
+            Source::Any(signals) => signals.iter().any(LossSignal::is_lost),
+        }
+    }
+
+    /// Completes when the lock is lost; never, while it is held.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub async fn lost(&self) {
+        match &self.source {
+            Source::Hold(inner) => inner.lost().await,
+            Source::Any(signals) => {
+                let mut waits: Vec<_> = signals.iter().map(|s| Box::pin(s.lost())).collect();
+                std::future::poll_fn(|cx| {
+                    if waits
+                        .iter_mut()
+                        .any(|wait| wait.as_mut().poll(cx).is_ready())
+                    {
+                        std::task::Poll::Ready(())
+                    } else {
+                        std::task::Poll::Pending
+                    }
+                })
+                .await
             }
         }
     }
@@ -154,7 +191,7 @@ struct LossState {
     valid_until: Instant,
     margin: Duration,
     /// Kept in step with the fields above (changed under the same lock).
-    signal: Option<LossSignal>,
+    signal: Option<Arc<SignalInner>>,
 }
 
 impl LossState {
@@ -184,10 +221,13 @@ impl Loss {
     pub(crate) fn signal(&self) -> LossSignal {
         let mut state = self.state();
         let (lost, deadline) = (state.lost, state.deadline());
-        state
+        let inner = state
             .signal
-            .get_or_insert_with(|| LossSignal::new(deadline, lost))
-            .clone()
+            .get_or_insert_with(|| Arc::new(SignalInner::new(deadline, lost)))
+            .clone();
+        LossSignal {
+            source: Source::Hold(inner),
+        }
     }
 
     /// Whether the lock is known or presumed lost, without waiting.

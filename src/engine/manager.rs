@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 
 use super::builder::{LockManagerBuilder, Settings};
+use super::multi::MultiLockRequest;
 use super::renewal::Renewals;
 use super::request::LockRequest;
 use super::store::Store;
@@ -259,6 +260,37 @@ impl LockManager {
     pub fn fenced_lock(&self, name: impl AsRef<str>) -> LockRequest {
         let key = self.key(name.as_ref());
         LockRequest::new(self.inner.clone(), key, LockKind::Fenced)
+    }
+
+    /// A request for several plain locks held together, all or nothing: moving money
+    /// between two accounts holds both. The names are taken in one canonical order (their
+    /// keys sorted) whatever order they come in, so two multi-locks naming the same keys in
+    /// opposite orders never deadlock (Redisson's `RMultiLock` takes them in the order
+    /// given and can: redisson#1160, #4050); a name given twice is taken once. The wait is
+    /// shared by all parts; on failure every part taken is released. Each part is an
+    /// ordinary lock (Redisson's `RLock` layout, its own key and cluster slot), so the
+    /// parts may live in different slots of a Redis Cluster. See [`MultiLockRequest`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = tower_lock::LockManager::memory();
+    /// let transfer = locks.multi_lock(["account:9", "account:3"]).acquire().await.unwrap();
+    /// let keys: Vec<&str> = transfer.keys().map(|key| key.as_str()).collect();
+    /// assert_eq!(keys, ["account:3", "account:9"]);
+    /// assert!(locks.lock("account:3").try_acquire().await.is_err());
+    /// transfer.release().await.unwrap();
+    /// # }
+    /// ```
+    pub fn multi_lock<I>(&self, names: I) -> MultiLockRequest
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let keys = names
+            .into_iter()
+            .map(|name| self.key(name.as_ref()))
+            .collect();
+        MultiLockRequest::new(self.inner.clone(), keys)
     }
 
     /// The key `name` maps to (the manager's prefix and the name).

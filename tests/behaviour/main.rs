@@ -10,5 +10,6 @@ mod fair;
 mod fenced;
 mod holds;
 mod leases;
+mod multi;
 mod read_write;
 mod waiting;

@@ -1,0 +1,201 @@
+//! A multi-lock: several names held together, all or nothing (Redisson's `RMultiLock`,
+//! without its deadlock). The parts are plain locks, taken in one canonical order (their
+//! keys sorted), so that two multi-locks naming the same keys in any orders never wait for
+//! each other in a circle.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::acquire::deadline_after;
+use super::builder::MAX_LEASE;
+use super::guard::LockGuard;
+use super::manager::ManagerInner;
+use super::multi_guard::MultiLockGuard;
+use super::request::LockRequest;
+use crate::error::{BackendError, LockError, Released};
+use crate::key::LockKey;
+use crate::kind::LockKind;
+
+/// A request for several locks at once: set how long to wait and the lease, then
+/// [`acquire`](Self::acquire). Made by [`LockManager::multi_lock`](crate::LockManager::multi_lock).
+#[must_use = "nothing happens until `acquire` is awaited"]
+pub struct MultiLockRequest {
+    manager: Arc<ManagerInner>,
+    /// Sorted, without duplicates.
+    keys: Result<Vec<LockKey>, LockError>,
+    wait: Duration,
+    fixed_lease: Option<Duration>,
+}
+
+impl std::fmt::Debug for MultiLockRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiLockRequest")
+            .field("keys", &self.keys)
+            .field("wait", &self.wait)
+            .field("fixed_lease", &self.fixed_lease)
+            .finish()
+    }
+}
+
+impl MultiLockRequest {
+    pub(super) fn new(manager: Arc<ManagerInner>, keys: Result<Vec<LockKey>, LockError>) -> Self {
+        let keys = keys.and_then(|mut keys| {
+            if keys.is_empty() {
+                return Err(LockError::InvalidName {
+                    reason: "a multi-lock needs at least one name".into(),
+                });
+            }
+            keys.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+            keys.dedup();
+            Ok(keys)
+        });
+        let wait = manager.settings().wait;
+        MultiLockRequest {
+            manager,
+            keys,
+            wait,
+            fixed_lease: None,
+        }
+    }
+
+    /// How long [`acquire`](Self::acquire) waits, in all, for every part. `Duration::ZERO`
+    /// tries each once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// A fixed lease for every part (see [`LockRequest::fixed_lease`]); each part's runs
+    /// from its own acquisition.
+    pub fn fixed_lease(mut self, lease: Duration) -> Self {
+        self.fixed_lease = Some(lease.clamp(Duration::from_millis(1), MAX_LEASE));
+        self
+    }
+
+    /// Tries each part once, without waiting.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(self) -> Result<MultiLockGuard, LockError> {
+        self.wait(Duration::ZERO).acquire().await
+    }
+
+    /// Acquires every part, or none: first all at once (their scripts go out together);
+    /// if some are busy, the parts after the first busy one (in the canonical order) are
+    /// let go, and the rest are waited for one by one in that order, within what is left
+    /// of the wait. A part is only ever waited for while holding parts before it, never
+    /// after: two multi-locks cannot wait for each other.
+    ///
+    /// # Errors
+    /// The first part's error that ended the attempt, after every part taken was
+    /// released: [`LockError::TimedOut`] (a part stayed busy for the rest of the wait),
+    /// [`LockError::Unavailable`], [`LockError::InvalidName`] (an invalid name, or none).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped at any point, the parts taken are released in the background
+    /// and the attempts on their way are finished and undone (as [`LockRequest::acquire`]).
+    pub async fn acquire(self) -> Result<MultiLockGuard, LockError> {
+        let keys = self.keys.clone()?;
+        let started = Instant::now();
+        let deadline = deadline_after(started, self.wait);
+        let tries = join_all(keys.iter().map(|key| self.part(key).try_acquire())).await;
+        let Some(busy) = tries.iter().position(Result::is_err) else {
+            return Ok(MultiLockGuard::new(tries.into_iter().flatten().collect()));
+        };
+        let mut held = Vec::with_capacity(keys.len());
+        let mut later = Vec::new();
+        let mut failure = None;
+        for (at, tried) in tries.into_iter().enumerate() {
+            match tried {
+                Ok(guard) if at < busy => held.push(guard),
+                Ok(guard) => later.push(guard),
+                // Busy is waited for below; any other error ends the attempt.
+                Err(LockError::TimedOut { .. }) if !self.wait.is_zero() => {}
+                Err(error) => {
+                    failure.get_or_insert(error);
+                }
+            }
+        }
+        // Holding a part after one that is waited for could close a circle: let them go.
+        release_all(later).await;
+        if let Some(error) = failure {
+            release_all(held).await;
+            return Err(self.waited(error, started));
+        }
+        for key in &keys[busy..] {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.part(key).wait(left).acquire().await {
+                Ok(guard) => held.push(guard),
+                Err(error) => {
+                    release_all(held).await;
+                    return Err(self.waited(error, started));
+                }
+            }
+        }
+        Ok(MultiLockGuard::new(held))
+    }
+
+    /// The request for one part.
+    fn part(&self, key: &LockKey) -> LockRequest {
+        let request = LockRequest::new(self.manager.clone(), Ok(key.clone()), LockKind::Exclusive);
+        match self.fixed_lease {
+            Some(lease) => request.fixed_lease(lease),
+            None => request,
+        }
+    }
+
+    /// A part's error, with the whole acquisition's wait in it.
+    fn waited(&self, error: LockError, started: Instant) -> LockError {
+        match error {
+            LockError::TimedOut {
+                key, holder_lease, ..
+            } => LockError::TimedOut {
+                key,
+                waited: started.elapsed(),
+                holder_lease,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Releases `guards` together (their outcomes do not matter: a failed release ends with
+/// its lease).
+async fn release_all(guards: Vec<LockGuard>) {
+    if !guards.is_empty() {
+        let _: Vec<Result<Released, BackendError>> =
+            join_all(guards.into_iter().map(LockGuard::release)).await;
+    }
+}
+
+/// Runs `futures` together; their outputs in order. Dropped, it drops what is pending and
+/// what finished (guards release in the background).
+pub(super) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut ready = true;
+        for (future, output) in pending.iter_mut().zip(done.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => ready = false,
+                }
+            }
+        }
+        if ready {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    done.into_iter().flatten().collect()
+}
