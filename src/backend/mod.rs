@@ -18,12 +18,16 @@ pub mod memory;
 mod notices;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redis")]
+pub mod redlock;
 
 pub use fair::{FairArgs, FairAttempt, LeaveArgs};
 pub use memory::MemoryBackend;
 pub use notices::Notices;
 #[cfg(feature = "redis")]
 pub use redis::{MissingAck, RedisBackend, ReplicaAck};
+#[cfg(feature = "redis")]
+pub use redlock::RedLockBackend;
 
 /// A boxed, sendable future that owns its data (it may outlive its caller: an operation whose
 /// caller went away is finished and cleaned up in the background).

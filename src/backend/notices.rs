@@ -2,6 +2,10 @@
 //! have been lost, a lost connection; and what it asks: which names have local waiters,
 //! so that it listens for exactly those.
 
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
 use crate::key::{LockKey, OwnerId};
 use crate::wait::WaitQueues;
 
@@ -10,11 +14,42 @@ use crate::wait::WaitQueues;
 #[derive(Clone)]
 pub struct Notices {
     queues: WaitQueues,
+    /// For one of several backends that each listen for the same waiters (see
+    /// [`split`](Self::split)): the name changes the others took, kept for this one.
+    share: Option<(Arc<ChangeShare>, usize)>,
+}
+
+/// The name changes of one manager, shared by several listeners: each change taken by one
+/// is kept for every other until it takes its own.
+struct ChangeShare {
+    pending: Vec<Mutex<Vec<(LockKey, bool)>>>,
+    wake: Vec<Notify>,
 }
 
 impl Notices {
     pub(crate) fn new(queues: WaitQueues) -> Self {
-        Notices { queues }
+        Notices {
+            queues,
+            share: None,
+        }
+    }
+
+    /// `count` handles for `count` backends that each listen for every waiter (RedLock's
+    /// nodes): each sees every change of names through [`take_changes`](Self::take_changes),
+    /// whoever took it first. (Fair waiters' changes are not shared: a backend made of
+    /// several does not have fair locks.)
+    #[cfg(feature = "redis")]
+    pub(crate) fn split(&self, count: usize) -> Vec<Notices> {
+        let share = Arc::new(ChangeShare {
+            pending: (0..count).map(|_| Mutex::default()).collect(),
+            wake: (0..count).map(|_| Notify::new()).collect(),
+        });
+        (0..count)
+            .map(|at| Notices {
+                queues: self.queues.clone(),
+                share: Some((share.clone(), at)),
+            })
+            .collect()
     }
 
     /// Another process released `key` (the lock is free): the next local waiter tries now
@@ -51,13 +86,39 @@ impl Notices {
     /// # Cancel safety
     /// Cancel safe: it only waits; changes are kept until taken.
     pub async fn changed(&self) {
-        self.queues.changed().await
+        let Some((share, at)) = &self.share else {
+            return self.queues.changed().await;
+        };
+        let wake = share.wake[*at].notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        if !lock(&share.pending[*at]).is_empty() {
+            return;
+        }
+        tokio::select! {
+            _ = self.queues.changed() => {}
+            _ = wake => {}
+        }
     }
 
     /// The names whose wanted subscription may have changed, each with whether it is
     /// wanted now (it has local waiters).
     pub fn take_changes(&self) -> Vec<(LockKey, bool)> {
-        self.queues.take_changes()
+        let fresh = self.queues.take_changes();
+        let Some((share, at)) = &self.share else {
+            return fresh;
+        };
+        if !fresh.is_empty() {
+            for (other, pending) in share.pending.iter().enumerate() {
+                if other != *at {
+                    lock(pending).extend(fresh.iter().cloned());
+                    share.wake[other].notify_one();
+                }
+            }
+        }
+        let mut mine = std::mem::take(&mut *lock(&share.pending[*at]));
+        mine.extend(fresh);
+        mine
     }
 
     /// The backend now reports unlocks of `keys`: their first waiters try (a release
@@ -128,4 +189,8 @@ impl std::fmt::Debug for Notices {
             .field("watched_names", &self.watched_names())
             .finish()
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

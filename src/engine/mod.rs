@@ -36,6 +36,8 @@ pub(crate) use guard::{hold_as, reenter};
 pub(crate) use http_support::InlineWatchdog;
 pub use loss::{LossMargin, LossSignal};
 pub use manager::{LockManager, ManagerStats};
+#[cfg(feature = "redis")]
+pub(crate) use multi::join_all;
 pub use multi::MultiLockRequest;
 pub use multi_guard::MultiLockGuard;
 pub use request::LockRequest;

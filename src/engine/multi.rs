@@ -177,7 +177,7 @@ async fn release_all(guards: Vec<LockGuard>) {
 
 /// Runs `futures` together; their outputs in order. Dropped, it drops what is pending and
 /// what finished (guards release in the background).
-pub(super) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     let mut pending: Vec<_> = futures.into_iter().map(Box::pin).collect();
     let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

@@ -109,6 +109,11 @@ impl RedisServer {
         panic!("redis-server on port {} did not stop", self.port);
     }
 
+    /// Whether the server runs (it was not stopped, or was resumed).
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
+    }
+
     /// Starts the server again on the same port (empty: nothing was persisted).
     pub fn resume(&mut self) {
         assert!(self.process.is_none(), "the server is running");
