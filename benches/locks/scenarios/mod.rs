@@ -4,6 +4,7 @@
 mod cluster;
 mod pinned;
 mod s1;
+mod s1_kinds;
 mod s2;
 mod s2b_fair;
 mod s3;
@@ -33,6 +34,7 @@ use crate::{support, Scale};
 
 use cluster::cluster;
 use s1::s1;
+use s1_kinds::s1_kinds;
 use s2::{s2, s2b};
 use s2b_fair::s2b_fair;
 use s3::s3;
@@ -67,6 +69,9 @@ pub async fn run_all(scale: Scale) {
         .to_lowercase();
     let wanted = |s: &str| only.is_empty() || only.split(',').any(|o| o.trim() == s);
     let floor = s1(&url, scale, &mut report).await;
+    if wanted("kinds") {
+        s1_kinds(&url, scale, &mut report).await;
+    }
     let mut handover = Vec::new();
     if wanted("s2") {
         handover = s2(&url, &admin, floor, &mut report).await;
