@@ -23,8 +23,8 @@ pub use fred;
 #[cfg(feature = "axum")]
 pub use http::{
     extract, layer, layer::LockResponseBody, FairLocked, FencedLocked, Held, HeldLock, KeySource,
-    LockLayer, LockManagerState, LockRejection, Lockable, Locked, ReadLocked, WriteLocked,
-    DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
+    LockLayer, LockManagerState, LockRejection, Lockable, Locked, MultiLocked, ReadLocked,
+    WriteLocked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
 };
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use kind::LockKind;

@@ -51,6 +51,11 @@ impl LockManager {
     pub(crate) fn into_lock(self, key: LockKey, kind: LockKind) -> LockRequest {
         LockRequest::new(self.inner, Ok(key), kind)
     }
+
+    /// A multi-lock of keys already made (with the manager's prefix).
+    pub(crate) fn multi_lock_keys(&self, keys: Vec<LockKey>) -> super::MultiLockRequest {
+        super::MultiLockRequest::new(self.inner.clone(), Ok(keys))
+    }
 }
 
 impl LockRequest {

@@ -42,7 +42,7 @@ impl std::fmt::Debug for MultiLockRequest {
 }
 
 impl MultiLockRequest {
-    pub(super) fn new(manager: Arc<ManagerInner>, keys: Result<Vec<LockKey>, LockError>) -> Self {
+    pub(crate) fn new(manager: Arc<ManagerInner>, keys: Result<Vec<LockKey>, LockError>) -> Self {
         let keys = keys.and_then(|mut keys| {
             if keys.is_empty() {
                 return Err(LockError::InvalidName {

@@ -7,6 +7,7 @@ mod held;
 mod key_source;
 pub mod layer;
 mod manager_state;
+mod multi_extract;
 mod read_write_extract;
 mod rejection;
 
@@ -17,5 +18,6 @@ pub use held::HeldLock;
 pub use key_source::KeySource;
 pub use layer::LockLayer;
 pub use manager_state::LockManagerState;
+pub use multi_extract::MultiLocked;
 pub use read_write_extract::{ReadLocked, WriteLocked};
 pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};

@@ -8,4 +8,5 @@ mod fair;
 mod fenced;
 mod helpers;
 mod layer;
+mod multi;
 mod read_write;
