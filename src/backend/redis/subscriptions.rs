@@ -49,12 +49,35 @@ impl Channels {
         }
         for group in self.by_slot(channels) {
             if self.sharded {
+                // fred waits for SSUBSCRIBE's own reply.
                 self.subscriber.ssubscribe(group).await?;
             } else {
                 self.subscriber.subscribe(group).await?;
+                self.processed().await?;
             }
         }
         Ok(())
+    }
+
+    /// Returns once Redis has processed every command sent before on the subscriber
+    /// connection. fred answers SUBSCRIBE as soon as it is written (its replies come out of
+    /// band and are dropped), so a waiter told "subscribed" on that answer could retry,
+    /// find the lock busy, and miss the unlock published before Redis read the SUBSCRIBE:
+    /// asleep until the lease ended (seen as two multi-locks stuck for 30 s). A PING on
+    /// the same connection is answered in order, after the SUBSCRIBE.
+    async fn processed(&self) -> Result<(), Error> {
+        // Legacy pub/sub on a cluster goes to the node fred picks from the client id
+        // (`cluster_hash_legacy_command`): the PING follows it there.
+        let slot = redis_keyslot(self.subscriber.id().as_bytes());
+        let ping = fred::types::CustomCommand::new_static(
+            "PING",
+            fred::types::ClusterHash::Custom(slot),
+            false,
+        );
+        self.subscriber
+            .custom::<Value, Value>(ping, Vec::new())
+            .await
+            .map(|_| ())
     }
 
     pub(super) async fn unsubscribe(&self, channels: Vec<String>) -> Result<(), Error> {
