@@ -11,11 +11,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::acquire::deadline_after;
-use super::builder::MAX_LEASE;
 use super::guard::LockGuard;
 use super::manager::ManagerInner;
 use super::multi_guard::MultiLockGuard;
-use super::request::LockRequest;
+use super::request::{bounded_lease, LockRequest};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::LockKey;
 use crate::kind::LockKind;
@@ -72,7 +71,7 @@ impl MultiLockRequest {
     /// A fixed lease for every part (see [`LockRequest::fixed_lease`]); each part's runs
     /// from its own acquisition.
     pub fn fixed_lease(mut self, lease: Duration) -> Self {
-        self.fixed_lease = Some(lease.clamp(Duration::from_millis(1), MAX_LEASE));
+        self.fixed_lease = Some(bounded_lease(lease));
         self
     }
 
@@ -101,8 +100,8 @@ impl MultiLockRequest {
     /// # Cancel safety
     /// Cancel safe: dropped at any point, the parts taken are released in the background
     /// and the attempts on their way are finished and undone (as [`LockRequest::acquire`]).
-    pub async fn acquire(self) -> Result<MultiLockGuard, LockError> {
-        let keys = self.keys.clone()?;
+    pub async fn acquire(mut self) -> Result<MultiLockGuard, LockError> {
+        let keys = std::mem::replace(&mut self.keys, Ok(Vec::new()))?;
         let started = Instant::now();
         let deadline = deadline_after(started, self.wait);
         let tries = join_all(keys.iter().map(|key| self.part(key).try_acquire())).await;

@@ -66,7 +66,7 @@ impl LockRequest {
     /// every third of it while the guard lives). Values under 1 ms are raised to 1 ms,
     /// values over [`MAX_LEASE`] (about 100 years) lowered to it.
     pub fn fixed_lease(mut self, lease: Duration) -> Self {
-        self.fixed_lease = Some(lease.clamp(Duration::from_millis(1), MAX_LEASE));
+        self.fixed_lease = Some(bounded_lease(lease));
         self
     }
 
@@ -214,6 +214,11 @@ impl LockRequest {
         }
         Acquisition::new(inner, want, self.wait).run().await
     }
+}
+
+/// A fixed lease within what a backend accepts: 1 ms to [`MAX_LEASE`].
+pub(super) fn bounded_lease(lease: Duration) -> Duration {
+    lease.clamp(Duration::from_millis(1), MAX_LEASE)
 }
 
 /// An invalid name's error, traced.

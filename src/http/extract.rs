@@ -238,6 +238,23 @@ pub(crate) use locked_extractor;
 
 locked_extractor!(Locked, LockKind::Exclusive);
 
+/// The manager an extractor locks with: the request's, else that of the layer's lock (a
+/// layer given its own manager does not put it in the extensions of the requests it
+/// locks), else the state's.
+pub(crate) fn request_manager(
+    parts: &Parts,
+    state: &impl LockManagerState,
+) -> Result<LockManager, LockRejection> {
+    match (
+        parts.extensions.get::<LockManager>(),
+        parts.extensions.get::<HeldLock>(),
+    ) {
+        (Some(manager), _) => Ok(manager.clone()),
+        (None, Some(held)) => Ok(held.manager()),
+        (None, None) => state.lock_manager().ok_or(LockRejection::NoManager),
+    }
+}
+
 /// Parses `K` from `raw` and takes its lock of `kind`: a hold of the layer's lock on the
 /// same key where the rules allow (the same kind; a read under a write), else a lock of
 /// its own; a kind the layer's hold cannot give is a 500 that names the mistake.
@@ -254,13 +271,7 @@ pub(crate) async fn lock_value<K: Lockable>(
     let rejection =
         |e| LockRejection::from_error(e, &K::source().describe(), BusyAnswer::default());
     let held = parts.extensions.get::<HeldLock>();
-    // The request's manager, else that of the layer's lock (a layer given its own manager
-    // does not put it in the extensions of the requests it locks), else the state's.
-    let manager = match (parts.extensions.get::<LockManager>(), held) {
-        (Some(manager), _) => manager.clone(),
-        (None, Some(held)) => held.manager(),
-        (None, None) => state.lock_manager().ok_or(LockRejection::NoManager)?,
-    };
+    let manager = request_manager(parts, state)?;
     let key = manager.key(&value.lock_name()).map_err(rejection)?;
     let guard = match held {
         Some(held) if *held.key() == key => held.hold_as(kind).await,

@@ -1,5 +1,5 @@
 //! `MultiLocked<(A, B)>`: several lockable values of one request, held together as one
-//! multi-lock (see [`LockManager::multi_lock`]).
+//! multi-lock (see [`LockManager::multi_lock`](crate::LockManager::multi_lock)).
 
 use std::fmt;
 use std::ops::Deref;
@@ -7,14 +7,14 @@ use std::ops::Deref;
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
-use crate::engine::{LockManager, MultiLockGuard};
-use crate::http::extract::Lockable;
+use crate::engine::MultiLockGuard;
+use crate::http::extract::{request_manager, Lockable};
 use crate::http::held::HeldLock;
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::{BusyAnswer, LockRejection};
 
 /// Extracts a tuple of [`Lockable`] values — `(A, B)` or `(A, B, C)` — and holds all their
-/// locks while the handler runs, as one [multi-lock](LockManager::multi_lock): taken in
+/// locks while the handler runs, as one [multi-lock](crate::LockManager::multi_lock): taken in
 /// one canonical order (two requests naming the same keys in opposite orders never
 /// deadlock), all or nothing, a key named twice taken once. Same manager lookup and
 /// statuses as [`Locked<K>`](crate::Locked) (busy 409, bad value 400, backend down 503).
@@ -115,11 +115,7 @@ async fn lock_all(
     names: Vec<String>,
 ) -> Result<Option<MultiLockGuard>, LockRejection> {
     let held = parts.extensions.get::<HeldLock>();
-    let manager: LockManager = match (parts.extensions.get::<LockManager>(), held) {
-        (Some(manager), _) => manager.clone(),
-        (None, Some(held)) => held.manager(),
-        (None, None) => state.lock_manager().ok_or(LockRejection::NoManager)?,
-    };
+    let manager = request_manager(parts, state)?;
     let rejection = |e| LockRejection::from_error(e, "lock keys", BusyAnswer::default());
     let mut keys = Vec::with_capacity(names.len());
     for name in &names {

@@ -35,9 +35,27 @@ where
     (percentile(&mut kind, 50.0), percentile(&mut base, 50.0))
 }
 
+/// Reports `kind ÷ (times × plain)` against the goal `≤ limit`.
+fn goal(report: &mut Report, name: &str, kind: Duration, base: (u32, Duration), limit: f64) {
+    let (times, plain) = base;
+    let r = ratio(kind, plain * times);
+    let times = if times == 1 {
+        String::new()
+    } else {
+        format!("{times} × ")
+    };
+    report.goal(
+        "S1 kinds",
+        name,
+        format!("{} ÷ {times}{} = {r:.2}", us(kind), us(plain)),
+        r,
+        &format!("≤ {limit}"),
+        r <= limit,
+    );
+}
+
 pub(super) async fn s1_kinds(url: &str, scale: Scale, report: &mut Report) {
     eprintln!("S1 kinds (fenced, multi, RedLock)…");
-    let scenario = "S1 kinds";
     let n = scale.s1_iterations;
     let locks = LockManager::redis(url).await.expect("connect");
 
@@ -50,15 +68,7 @@ pub(super) async fn s1_kinds(url: &str, scale: Scale, report: &mut Report) {
         let _ = guard.release().await.unwrap();
     })
     .await;
-    let r = ratio(fenced, plain);
-    report.goal(
-        scenario,
-        "fenced p50 ÷ plain p50",
-        format!("{} ÷ {} = {r:.2}", us(fenced), us(plain)),
-        r,
-        "≤ 1.1",
-        r <= 1.1,
-    );
+    goal(report, "fenced p50 ÷ plain p50", fenced, (1, plain), 1.1);
 
     let (multi, plain) = interleaved(&locks, n, || async {
         let guard = locks
@@ -69,14 +79,12 @@ pub(super) async fn s1_kinds(url: &str, scale: Scale, report: &mut Report) {
         let _ = guard.release().await.unwrap();
     })
     .await;
-    let r = ratio(multi, plain * 2);
-    report.goal(
-        scenario,
+    goal(
+        report,
         "2-key multi p50 ÷ 2 × plain p50",
-        format!("{} ÷ 2 × {} = {r:.2}", us(multi), us(plain)),
-        r,
-        "≤ 1.1",
-        r <= 1.1,
+        multi,
+        (2, plain),
+        1.1,
     );
 
     let servers: Vec<support::RedisServer> =
@@ -101,14 +109,12 @@ pub(super) async fn s1_kinds(url: &str, scale: Scale, report: &mut Report) {
         let _ = guard.release().await.unwrap();
     })
     .await;
-    let r = ratio(red, plain);
-    report.goal(
-        scenario,
+    goal(
+        report,
         "RedLock (3 nodes) p50 ÷ plain p50",
-        format!("{} ÷ {} = {r:.2}", us(red), us(plain)),
-        r,
-        "≤ 1.5",
-        r <= 1.5,
+        red,
+        (1, plain),
+        1.5,
     );
     drop(servers);
 }

@@ -48,6 +48,25 @@ impl Commands {
     }
 }
 
+/// EVALSHA's arguments: the script's SHA, the number of keys, the keys, then `args`.
+pub(super) fn script_call<const N: usize>(
+    script: &Script,
+    keys: &[String],
+    args: [Value; N],
+) -> Vec<Value> {
+    let mut values = Vec::with_capacity(2 + keys.len() + N);
+    values.push(Value::String(script.sha1().clone()));
+    values.push(Value::from(keys.len() as i64));
+    values.extend(keys.iter().map(|key| Value::from(key.as_str())));
+    values.extend(args);
+    values
+}
+
+/// Milliseconds for a script argument: at least 1.
+pub(super) fn millis(duration: std::time::Duration) -> i64 {
+    duration.as_millis().clamp(1, i64::MAX as u128) as i64
+}
+
 /// Runs `script` by EVALSHA with the arguments `args` builds, through `client` with
 /// `options`; loads it and runs it again when the server does not know it (after a restart
 /// or `SCRIPT FLUSH`): `args` is called twice only then. All keys of one call share the

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use super::commands::eval_script;
+use super::commands::{eval_script, millis, script_call};
 use super::{names, scripts, RedisBackend};
 use crate::backend::{
     AcquireArgs, Attempt, BoxFuture, FairArgs, FairAttempt, LeaveArgs, ReleaseReply,
@@ -25,11 +25,6 @@ pub(super) enum FairOp {
     Release { count: u32 },
     /// Leave the queue.
     Leave { timeout: Duration },
-}
-
-/// Milliseconds for a script argument: at least 1.
-fn millis(duration: Duration) -> i64 {
-    duration.as_millis().clamp(1, i64::MAX as u128) as i64
 }
 
 impl FairOp {
@@ -65,16 +60,17 @@ impl RedisBackend {
             ];
             let (code, number, flag) = op.arguments();
             let arguments = || {
-                let mut args: Vec<Value> = vec![Value::String(inner.fair.sha1().clone()), 4.into()];
-                args.extend(keys.iter().map(|k| Value::from(k.as_str())));
-                args.extend([
-                    Value::from(code),
-                    Value::from(millis(lease)),
-                    Value::from(owner.as_str()),
-                    Value::from(number),
-                    Value::from(flag),
-                ]);
-                args
+                script_call(
+                    &inner.fair,
+                    &keys,
+                    [
+                        Value::from(code),
+                        Value::from(millis(lease)),
+                        Value::from(owner.as_str()),
+                        Value::from(number),
+                        Value::from(flag),
+                    ],
+                )
             };
             let client = inner.next_client();
             match eval_script(client, &inner.options, &inner.fair, &key, arguments).await? {

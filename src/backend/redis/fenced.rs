@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use super::commands::eval_script;
+use super::commands::{eval_script, millis, script_call};
 use super::{names, scripts, RedisBackend};
 use crate::backend::{AcquireArgs, Attempt, BoxFuture};
 use crate::error::BackendError;
@@ -27,17 +27,16 @@ impl RedisBackend {
                 args.key.as_str().to_owned(),
                 names::fencing_tokens(&args.key),
             ];
-            let lease_ms = args.lease.as_millis().clamp(1, i64::MAX as u128) as i64;
             let arguments = || {
-                let mut values: Vec<Value> =
-                    vec![Value::String(inner.fenced.sha1().clone()), 2.into()];
-                values.extend(keys.iter().map(|k| Value::from(k.as_str())));
-                values.extend([
-                    Value::from(lease_ms),
-                    Value::from(args.owner.as_str()),
-                    Value::from(i64::from(args.expected)),
-                ]);
-                values
+                script_call(
+                    &inner.fenced,
+                    &keys,
+                    [
+                        Value::from(millis(args.lease)),
+                        Value::from(args.owner.as_str()),
+                        Value::from(i64::from(args.expected)),
+                    ],
+                )
             };
             let client = inner.next_client();
             let reply =

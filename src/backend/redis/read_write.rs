@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use super::commands::eval_script;
+use super::commands::{eval_script, millis, script_call};
 use super::{names, scripts, RedisBackend};
 use crate::backend::{Attempt, BoxFuture, ReleaseReply};
 use crate::error::{BackendError, Released};
@@ -54,18 +54,17 @@ impl RedisBackend {
                 holds,
                 prefix,
             ];
-            let lease_ms = lease.as_millis().clamp(1, i64::MAX as u128) as i64;
             let arguments = || {
-                let mut args: Vec<Value> =
-                    vec![Value::String(inner.read_write.sha1().clone()), 4.into()];
-                args.extend(keys.iter().map(|k| Value::from(k.as_str())));
-                args.extend([
-                    Value::from(op.code(kind)),
-                    Value::from(lease_ms),
-                    Value::from(owner.as_str()),
-                    Value::from(i64::from(expected)),
-                ]);
-                args
+                script_call(
+                    &inner.read_write,
+                    &keys,
+                    [
+                        Value::from(op.code(kind)),
+                        Value::from(millis(lease)),
+                        Value::from(owner.as_str()),
+                        Value::from(i64::from(expected)),
+                    ],
+                )
             };
             let client = inner.next_client();
             match eval_script(client, &inner.options, &inner.read_write, &key, arguments).await? {

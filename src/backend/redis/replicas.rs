@@ -61,7 +61,7 @@ impl RedisBackend {
             fail_fast: true,
             ..Default::default()
         };
-        let timeout_ms = ack.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
+        let timeout_ms = super::commands::millis(ack.timeout);
         let acked: Result<i64, _> = self
             .inner
             .commands
