@@ -41,7 +41,7 @@ use crate::kind::LockKind;
 /// async fn update(account: FencedLocked<AccountId>) -> String {
 ///     let token = account.fencing_token().expect("a fenced lock has a token");
 ///     // UPDATE accounts SET …, fence = $token WHERE id = $id AND fence < $token
-///     format!("account {} updated under token {token}", account.0)
+///     format!("account {} updated under token {token}", account.0.0)
 /// }
 ///
 /// let app = Router::new()
