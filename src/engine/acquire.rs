@@ -13,7 +13,7 @@ use super::manager::ManagerInner;
 use super::outage::{answer_within, GaveUp};
 use super::renewal::Keeper;
 use super::unowned::{release_unowned, QueuedWaiter};
-use crate::backend::{AcquireArgs, Attempt};
+use crate::backend::{AcquireArgs, Attempt, ReleaseArgs};
 use crate::error::{BackendError, LockError};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -117,22 +117,33 @@ fn attempt(inner: &Arc<ManagerInner>, want: &Want) -> DropSafe<Result<Attempt, B
 }
 
 /// The backend's attempt; for a fenced lock, an error if the backend took the lock without
-/// a token (it has no fenced locks: the attempt is undone like a failed one).
+/// a token (it has no fenced locks): what it took is given back at once.
 pub(super) fn checked(
-    inner: &ManagerInner,
+    inner: &Arc<ManagerInner>,
     args: AcquireArgs,
 ) -> crate::backend::BoxFuture<Result<Attempt, BackendError>> {
-    let fenced = args.kind == LockKind::Fenced;
-    let name = inner.store().name();
-    let attempt = inner.store().acquire(args);
-    if !fenced {
-        return attempt;
+    if args.kind != LockKind::Fenced {
+        return inner.store().acquire(args);
     }
+    let attempt = inner.store().acquire(args.clone());
+    let inner = inner.clone();
     Box::pin(async move {
         match attempt.await? {
-            Attempt::Acquired => Err(BackendError::new(format!(
-                "the {name} lock backend gave no fencing token (it has no fenced locks)"
-            ))),
+            Attempt::Acquired => {
+                let undo = ReleaseArgs {
+                    key: args.key,
+                    kind: args.kind,
+                    owner: args.owner,
+                    lease: args.lease,
+                    expected: args.expected + 1,
+                    successor: None,
+                };
+                let _ = inner.store().release(undo).await;
+                Err(BackendError::new(format!(
+                    "the {} lock backend gave no fencing token (it has no fenced locks)",
+                    inner.store().name()
+                )))
+            }
             attempt => Ok(attempt),
         }
     })
@@ -359,3 +370,7 @@ pub(super) fn wait_ended(
         None => timed_out(key, started, holder_until),
     }
 }
+
+#[cfg(test)]
+#[path = "acquire_tests.rs"]
+mod tests;
