@@ -111,9 +111,7 @@ impl Hold {
 
     /// The lock was found lost: fires the loss signal (counted once per hold).
     pub(crate) fn mark_lost(&self) {
-        if self.loss.fire() {
-            telemetry::lost(self.kind);
-        }
+        self.loss.fire(|| telemetry::lost(self.kind));
     }
 
     /// The span open while the lock is held (none once it was released).

@@ -257,15 +257,18 @@ impl Loss {
         }
     }
 
-    /// Marks the lock lost; `true` the first time.
-    pub(crate) fn fire(&self) -> bool {
+    /// Marks the lock lost; runs `first` the first time, before anyone waiting on the
+    /// signal is woken (whoever wakes already sees what `first` recorded, e.g. the loss
+    /// counted in the metrics).
+    pub(crate) fn fire(&self, first: impl FnOnce()) {
         let mut state = self.state();
-        let first = !state.lost;
-        state.lost = true;
+        if !state.lost {
+            state.lost = true;
+            first();
+        }
         if let Some(signal) = &state.signal {
             signal.fire();
         }
-        first
     }
 }
 
@@ -283,7 +286,7 @@ mod tests {
         // Fired before anyone asked for the signal.
         let loss = Loss::new(far, NO_MARGIN);
         assert!(!loss.is_lost());
-        loss.fire();
+        loss.fire(|| {});
         assert!(loss.is_lost());
         let signal = loss.signal();
         assert!(signal.is_lost());
@@ -295,9 +298,26 @@ mod tests {
         let waiting = tokio::spawn(async move { signal.lost().await });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
-        loss.fire();
+        loss.fire(|| {});
         waiting.await.unwrap();
         assert!(loss.signal().is_lost());
+    }
+
+    #[test]
+    fn what_the_first_firing_records_is_there_before_anyone_wakes() {
+        let far = Instant::now() + Duration::from_secs(3600);
+        let loss = Loss::new(far, NO_MARGIN);
+        let signal = loss.signal();
+        let mut runs = 0;
+        // A waiter woken by the signal reads what `first` recorded (the metrics test
+        // read the loss counter before it was counted): the signal fires after it.
+        loss.fire(|| {
+            assert!(!signal.is_lost());
+            runs += 1;
+        });
+        loss.fire(|| runs += 1);
+        assert_eq!(runs, 1);
+        assert!(signal.is_lost());
     }
 
     #[tokio::test(start_paused = true)]
