@@ -22,9 +22,9 @@ pub use error::{BackendError, LockError, Released};
 pub use fred;
 #[cfg(feature = "axum")]
 pub use http::{
-    extract, layer, layer::LockResponseBody, FairLocked, FencedLocked, Held, HeldLock, KeySource,
-    LockLayer, LockManagerState, LockRejection, Lockable, Locked, MultiLocked, ReadLocked,
-    WriteLocked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
+    extract, layer, layer::LockResponseBody, multi_layer, FairLocked, FencedLocked, Held, HeldLock,
+    HeldMultiLock, KeySource, LockLayer, LockManagerState, LockRejection, Lockable, Locked,
+    MultiLockLayer, MultiLocked, ReadLocked, WriteLocked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
 };
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use kind::LockKind;

@@ -1,5 +1,5 @@
-//! What the HTTP layer needs from the engine beyond the public API: a hold shared with
-//! `HeldLock`, a release that does not wait out an outage, and a watchdog the layer's
+//! What the HTTP layers need from the engine beyond the public API: a hold shared with
+//! `HeldLock`, a release that does not wait out an outage (of one lock or a multi-lock), and a watchdog the layer's
 //! response future polls itself (no task per request).
 
 use std::sync::Arc;
@@ -8,6 +8,8 @@ use super::acquire::PendingWatchdog;
 use super::guard::LockGuard;
 use super::hold::Hold;
 use super::manager::{LockManager, ManagerInner};
+use super::multi::join_all;
+use super::multi_guard::MultiLockGuard;
 use super::outage::answer_within;
 use super::renewal::{renew_once, Keeper};
 use super::request::LockRequest;
@@ -37,6 +39,21 @@ impl LockGuard {
     /// the caller to poll.
     pub(crate) fn keep_alive(&self, keeper: PendingWatchdog) -> InlineWatchdog {
         Box::pin(keep_alive(self.hold().clone(), keeper))
+    }
+}
+
+impl MultiLockGuard {
+    /// Releases every part together, each as [`LockGuard::release_promptly`]: the parts
+    /// whose backend cannot be reached go on releasing in the background. Each part's key
+    /// and outcome.
+    pub(crate) async fn release_promptly(
+        self,
+    ) -> Vec<(LockKey, Option<Result<Released, BackendError>>)> {
+        join_all(self.into_parts().into_iter().map(|part| async move {
+            let key = part.key().clone();
+            (key, part.release_promptly().await)
+        }))
+        .await
     }
 }
 

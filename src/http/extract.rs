@@ -9,7 +9,7 @@ use http::request::Parts;
 use crate::engine::LockGuard;
 use crate::engine::LockManager;
 use crate::engine::LossSignal;
-use crate::http::held::HeldLock;
+use crate::http::held_multi::{layer_hold, layer_manager};
 use crate::http::key_source::KeySource;
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::{BusyAnswer, LockRejection};
@@ -245,14 +245,12 @@ pub(crate) fn request_manager(
     parts: &Parts,
     state: &impl LockManagerState,
 ) -> Result<LockManager, LockRejection> {
-    match (
-        parts.extensions.get::<LockManager>(),
-        parts.extensions.get::<HeldLock>(),
-    ) {
-        (Some(manager), _) => Ok(manager.clone()),
-        (None, Some(held)) => Ok(held.manager()),
-        (None, None) => state.lock_manager().ok_or(LockRejection::NoManager),
+    if let Some(manager) = parts.extensions.get::<LockManager>() {
+        return Ok(manager.clone());
     }
+    layer_manager(parts)
+        .or_else(|| state.lock_manager())
+        .ok_or(LockRejection::NoManager)
 }
 
 /// Parses `K` from `raw` and takes its lock of `kind`: a hold of the layer's lock on the
@@ -270,12 +268,11 @@ pub(crate) async fn lock_value<K: Lockable>(
     })?;
     let rejection =
         |e| LockRejection::from_error(e, &K::source().describe(), BusyAnswer::default());
-    let held = parts.extensions.get::<HeldLock>();
     let manager = request_manager(parts, state)?;
     let key = manager.key(&value.lock_name()).map_err(rejection)?;
-    let guard = match held {
-        Some(held) if *held.key() == key => held.hold_as(kind).await,
-        _ => manager.into_lock(key, kind).acquire().await,
+    let guard = match layer_hold(parts, &key) {
+        Some(held) => held.hold_as(kind).await,
+        None => manager.into_lock(key, kind).acquire().await,
     }
     .map_err(rejection)?;
     Ok(Held { value, guard })

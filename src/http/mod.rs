@@ -1,13 +1,15 @@
-//! The HTTP face: the layer, the extractors, their rejections, and where keys come from.
+//! The HTTP face: the layers, the extractors, their rejections, and where keys come from.
 
 pub mod extract;
 mod fair_extract;
 mod fenced_extract;
 mod held;
+mod held_multi;
 mod key_source;
 pub mod layer;
 mod manager_state;
 mod multi_extract;
+pub mod multi_layer;
 mod read_write_extract;
 mod rejection;
 
@@ -15,9 +17,11 @@ pub use extract::{Held, Lockable, Locked};
 pub use fair_extract::FairLocked;
 pub use fenced_extract::FencedLocked;
 pub use held::HeldLock;
+pub use held_multi::HeldMultiLock;
 pub use key_source::KeySource;
 pub use layer::LockLayer;
 pub use manager_state::LockManagerState;
 pub use multi_extract::MultiLocked;
+pub use multi_layer::MultiLockLayer;
 pub use read_write_extract::{ReadLocked, WriteLocked};
 pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};

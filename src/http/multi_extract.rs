@@ -9,7 +9,7 @@ use http::request::Parts;
 
 use crate::engine::MultiLockGuard;
 use crate::http::extract::{request_manager, Lockable};
-use crate::http::held::HeldLock;
+use crate::http::held_multi::layer_hold;
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::{BusyAnswer, LockRejection};
 
@@ -114,13 +114,12 @@ async fn lock_all(
     state: &impl LockManagerState,
     names: Vec<String>,
 ) -> Result<Option<MultiLockGuard>, LockRejection> {
-    let held = parts.extensions.get::<HeldLock>();
     let manager = request_manager(parts, state)?;
     let rejection = |e| LockRejection::from_error(e, "lock keys", BusyAnswer::default());
     let mut keys = Vec::with_capacity(names.len());
     for name in &names {
         let key = manager.key(name).map_err(rejection)?;
-        if held.is_none_or(|held| *held.key() != key) {
+        if layer_hold(parts, &key).is_none() {
             keys.push(key);
         }
     }

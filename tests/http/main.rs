@@ -9,4 +9,5 @@ mod fenced;
 mod helpers;
 mod layer;
 mod multi;
+mod multi_layer;
 mod read_write;

@@ -45,7 +45,7 @@ impl BodyPolicy {
 }
 
 /// Reads all of `body` within `policy`'s limit and time: the same body, in memory.
-pub(super) async fn read_body(body: Body, policy: &BodyPolicy) -> Result<Body, LockRejection> {
+pub(crate) async fn read_body(body: Body, policy: &BodyPolicy) -> Result<Body, LockRejection> {
     let too_large = || LockRejection::BodyTooLarge {
         limit: policy.limit,
     };

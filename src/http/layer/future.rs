@@ -13,7 +13,7 @@ use http::Request;
 use pin_project::pin_project;
 use tower_service::Service;
 
-use super::response_body::LockResponseBody;
+use super::response_body::{Answer, LockResponseBody};
 use super::start::{Acquiring, Later, Start};
 use super::Config;
 use crate::backend::BoxFuture;
@@ -64,21 +64,6 @@ where
     /// Kept only where a later step needs it (a lock to wait for, an abort on loss): a
     /// clone per request changes the count of an `Arc` shared by every request.
     config: Option<Arc<Config>>,
-}
-
-/// What the future answers with: the inner service's response, or a rejection.
-enum Answer<R> {
-    Inner(R),
-    Rejection(Response),
-}
-
-impl<B> Answer<http::Response<B>> {
-    fn into_response(self) -> http::Response<LockResponseBody<B>> {
-        match self {
-            Answer::Inner(response) => response.map(LockResponseBody::inner),
-            Answer::Rejection(response) => response.map(LockResponseBody::rejection),
-        }
-    }
 }
 
 #[pin_project(project = StateProj)]
@@ -137,7 +122,7 @@ where
                     Some(keeper) => Watchdog::Unstarted(keeper),
                     // An explicit lease ends on its own: aborting means watching for that
                     // (the loss signal fires a margin before it).
-                    None if config.abort_on_lost => Watchdog::Running(lease_end(&guard)),
+                    None if config.options.abort_on_lost => Watchdog::Running(lease_end(&guard)),
                     None => Watchdog::Off,
                 },
                 inner: service.call(request),
@@ -149,13 +134,13 @@ where
                 guard: None,
             },
             Start::Rejected(rejection) => ResponseState::Rejected {
-                response: Some(config.respond(rejection)),
+                response: Some(config.options.respond(rejection)),
             },
         };
         ResponseFuture {
             state,
             service: None,
-            config: config.abort_on_lost.then(|| config.clone()),
+            config: config.options.abort_on_lost.then(|| config.clone()),
         }
     }
 }
@@ -204,7 +189,8 @@ where
                                 return Poll::Pending;
                             }
                             // Lost (the watchdog has traced why).
-                            let Some(config) = this.config.as_ref().filter(|c| c.abort_on_lost)
+                            let Some(config) =
+                                this.config.as_ref().filter(|c| c.options.abort_on_lost)
                             else {
                                 return Poll::Pending;
                             };
@@ -212,7 +198,7 @@ where
                                 return Poll::Pending;
                             };
                             let key = guard.key().clone();
-                            let response = config.respond(LockRejection::Lost { key });
+                            let response = config.options.respond(LockRejection::Lost { key });
                             this.state.set(ResponseState::Releasing {
                                 release: release(guard),
                                 output: Some(Ok(Answer::Rejection(response))),

@@ -36,19 +36,17 @@
 //! # }
 //! ```
 
-mod body;
+pub(crate) mod body;
 mod future;
 mod kinds;
-mod response_body;
+pub(crate) mod options;
+pub(crate) mod response_body;
 mod service;
 mod start;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::response::{IntoResponse, Response};
-use http::StatusCode;
 use tower_layer::Layer;
 
 pub use body::{DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
@@ -56,8 +54,8 @@ pub use future::ResponseFuture;
 pub use response_body::LockResponseBody;
 pub use service::Lock;
 
-use body::BodyPolicy;
 pub(crate) use kinds::LayerKinds;
+use options::{layer_options, LayerOptions};
 
 use crate::engine::LockManager;
 use crate::http::extract::Lockable;
@@ -78,33 +76,15 @@ pub struct LockLayer {
 }
 
 type NameFn = dyn Fn(&str) -> Result<String, String> + Send + Sync;
-type RejectionFn = dyn Fn(LockRejection) -> Response + Send + Sync;
 
 #[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) source: KeySource,
     /// Raw value → lock name.
     pub(crate) naming: Naming,
-    pub(crate) manager: Option<LockManager>,
-    pub(crate) wait: Option<Duration>,
-    pub(crate) lease: Option<Duration>,
-    pub(crate) busy: BusyAnswer,
-    pub(crate) allow_missing_key: bool,
-    pub(crate) fail_open: bool,
-    pub(crate) abort_on_lost: bool,
-    pub(crate) body: BodyPolicy,
-    pub(crate) map_rejection: Option<Arc<RejectionFn>>,
     /// Which kind of lock a request takes.
     pub(crate) kinds: LayerKinds,
-}
-
-impl Config {
-    pub(crate) fn respond(&self, rejection: LockRejection) -> Response {
-        match &self.map_rejection {
-            Some(map) => map(rejection),
-            None => rejection.into_response(),
-        }
-    }
+    pub(crate) options: LayerOptions,
 }
 
 impl LockLayer {
@@ -115,16 +95,8 @@ impl LockLayer {
             config: Arc::new(Config {
                 source,
                 naming: Naming::Prefixed(prefix.into()),
-                manager: None,
-                wait: None,
-                lease: None,
-                busy: BusyAnswer::default(),
-                allow_missing_key: false,
-                fail_open: false,
-                abort_on_lost: false,
-                body: BodyPolicy::default(),
-                map_rejection: None,
                 kinds: LayerKinds::Exclusive,
+                options: LayerOptions::default(),
             }),
         }
     }
@@ -170,6 +142,10 @@ impl LockLayer {
         Arc::make_mut(&mut self.config)
     }
 
+    fn options_mut(&mut self) -> &mut LayerOptions {
+        &mut self.config_mut().options
+    }
+
     /// Names locks `<prefix><value>` instead of `<param>:<value>`, e.g. the route's name,
     /// so that keys of different routes never collide.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -186,102 +162,13 @@ impl LockLayer {
     /// in the extensions). It is not put in the extensions of the requests it locks:
     /// handlers that take `Extension<LockManager>` need `.layer(Extension(manager))`.
     pub fn manager(mut self, manager: LockManager) -> Self {
-        self.config_mut().manager = Some(manager);
+        self.options_mut().manager = Some(manager);
         self
     }
 
-    /// How long a request waits for a busy lock before it is answered "busy"
-    /// (default: the manager's wait, 10 s). Zero: try once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.config_mut().wait = Some(wait);
-        self
-    }
-
-    /// A fixed lease (no watchdog): the lock ends after `lease` even if the handler still
-    /// runs (with [`abort_on_lost`](Self::abort_on_lost), the handler is stopped first).
-    /// Default: the manager's lease, renewed while the handler runs.
-    pub fn fixed_lease(mut self, lease: Duration) -> Self {
-        self.config_mut().lease = Some(lease);
-        self
-    }
-
-    /// The status for "still busy after the wait": 409 by default; 423, 429 and 503 are
-    /// common choices.
-    pub fn busy_status(mut self, status: StatusCode) -> Self {
-        self.config_mut().busy.status = status;
-        self
-    }
-
-    /// The `Retry-After` of a busy answer (default
-    /// [`DEFAULT_BUSY_RETRY_AFTER`](crate::DEFAULT_BUSY_RETRY_AFTER), 1 s; sent in whole
-    /// seconds, rounded up). Set it near the time your handler usually holds the lock: the
-    /// holder's lease says nothing about that, since the watchdog keeps renewing it.
-    pub fn busy_retry_after(mut self, retry_after: Duration) -> Self {
-        self.config_mut().busy.retry_after = retry_after;
-        self
-    }
-
-    /// Requests without the key (absent parameter or header) run unlocked instead of
-    /// getting a 400. Present but invalid keys are still rejected.
-    pub fn allow_missing_key(mut self) -> Self {
-        self.config_mut().allow_missing_key = true;
-        self
-    }
-
-    /// When the backend fails, log and run the request without a lock instead of
-    /// answering 503. Only for work that tolerates running twice at once.
-    pub fn fail_open(mut self) -> Self {
-        self.config_mut().fail_open = true;
-        self
-    }
-
-    /// If the lock is lost while the handler runs, drop the handler's future and answer
-    /// 503 (default: keep going; the loss is visible through [`HeldLock`](crate::HeldLock)).
-    /// Lost means: a renewal found the lock gone, no renewal succeeded by the loss
-    /// deadline, or an explicit lease is ending. The deadline is a
-    /// [`LossMargin`](crate::LossMargin) before the lease could end, so the handler is
-    /// stopped before anyone else can take the lock.
-    pub fn abort_on_lost(mut self) -> Self {
-        self.config_mut().abort_on_lost = true;
-        self
-    }
-
-    /// The largest body read before the lock is taken (default [`DEFAULT_BODY_LIMIT`],
-    /// 2 MiB); a larger one is answered 413 without taking the lock.
-    pub fn body_limit(mut self, bytes: usize) -> Self {
-        self.config_mut().body.limit = bytes;
-        self
-    }
-
-    /// How long a body read before the lock is taken may take to arrive (default
-    /// [`DEFAULT_BODY_TIMEOUT`], 30 s); a slower one is answered 408 without taking the
-    /// lock.
-    pub fn body_timeout(mut self, timeout: Duration) -> Self {
-        self.config_mut().body.timeout = timeout;
-        self
-    }
-
-    /// Hands the request body to the handler as it arrives, under the lock, instead of
-    /// reading it first. For routes that stream large uploads: a client that sends slowly
-    /// then holds the lock as long as it sends, so bound that yourself (a timeout layer).
-    pub fn stream_body(mut self) -> Self {
-        self.config_mut().body.stream = true;
-        self
-    }
-
-    /// Replaces the responses for lock failures.
-    pub fn map_rejection(
-        mut self,
-        f: impl Fn(LockRejection) -> Response + Send + Sync + 'static,
-    ) -> Self {
-        self.config_mut().map_rejection = Some(Arc::new(f));
-        self
-    }
+    layer_options!();
 }
 
-/// `<prefix><value>`, with `%`, `{` and `}` of the request's value percent-escaped so that
-/// request input can never introduce a Redis Cluster hash tag (or collide with a name that
-/// has one).
 /// How a request's raw key value becomes its lock's name.
 #[derive(Clone)]
 pub(crate) enum Naming {
@@ -349,9 +236,9 @@ impl fmt::Debug for LockLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockLayer")
             .field("source", &self.config.source)
-            .field("wait", &self.config.wait)
-            .field("lease", &self.config.lease)
-            .field("busy", &self.config.busy)
+            .field("wait", &self.config.options.wait)
+            .field("lease", &self.config.options.lease)
+            .field("busy", &self.config.options.busy)
             .finish()
     }
 }

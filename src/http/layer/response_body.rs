@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
+use axum::response::Response;
 use axum::BoxError;
 use http_body::{Frame, SizeHint};
 use pin_project::pin_project;
@@ -29,13 +30,13 @@ enum Which<B> {
 }
 
 impl<B> LockResponseBody<B> {
-    pub(super) fn inner(body: B) -> Self {
+    pub(crate) fn inner(body: B) -> Self {
         LockResponseBody {
             body: Which::Inner(body),
         }
     }
 
-    pub(super) fn rejection(body: Body) -> Self {
+    pub(crate) fn rejection(body: Body) -> Self {
         LockResponseBody {
             body: Which::Rejection(body),
         }
@@ -71,6 +72,22 @@ where
         match &self.body {
             Which::Inner(body) => body.size_hint(),
             Which::Rejection(body) => body.size_hint(),
+        }
+    }
+}
+
+/// What a lock layer's response future answers with: the inner service's response, or a
+/// rejection.
+pub(crate) enum Answer<R> {
+    Inner(R),
+    Rejection(Response),
+}
+
+impl<B> Answer<http::Response<B>> {
+    pub(crate) fn into_response(self) -> http::Response<LockResponseBody<B>> {
+        match self {
+            Answer::Inner(response) => response.map(LockResponseBody::inner),
+            Answer::Rejection(response) => response.map(LockResponseBody::rejection),
         }
     }
 }

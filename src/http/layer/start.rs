@@ -68,7 +68,7 @@ where
     B::Error: Into<BoxError>,
 {
     let (mut parts, body) = request.into_parts();
-    let manager = match manager(config, &parts) {
+    let manager = match config.options.manager_for(&parts) {
         Ok(manager) => manager,
         Err(rejection) => return Ok(Start::Rejected(rejection)),
     };
@@ -104,12 +104,12 @@ where
 /// Whether the body is read before the lock is asked for: unless the layer streams it, and
 /// unless it is empty already (no read to wait for).
 fn reads_first<B: HttpBody>(config: &Config, body: &B) -> bool {
-    config.body.reads_first() && !body.is_end_stream()
+    config.options.body.reads_first() && !body.is_end_stream()
 }
 
 /// Reads the whole body within the layer's limits, then takes the lock.
 async fn read_then_lock(config: Arc<Config>, lock: LockRequest, parts: Parts, body: Body) -> Start {
-    let body = match read_body(body, &config.body).await {
+    let body = match read_body(body, &config.options.body).await {
         Ok(body) => body,
         Err(rejection) => return Start::Rejected(rejection),
     };
@@ -121,34 +121,9 @@ async fn read_then_lock(config: Arc<Config>, lock: LockRequest, parts: Parts, bo
     finish(&config, parts, body, acquired, key.as_ref())
 }
 
-/// The manager this request locks with (the layer's own, else the request's extension).
-/// The layer's own is not put in the extensions: extractors find it through the
-/// [`HeldLock`](crate::HeldLock) of a locked request (see [`unlocked`]).
-fn manager(config: &Config, parts: &Parts) -> Result<LockManager, LockRejection> {
-    if let Some(manager) = &config.manager {
-        return Ok(manager.clone());
-    }
-    match parts.extensions.get::<LockManager>() {
-        Some(manager) => Ok(manager.clone()),
-        None => {
-            throttled!(
-                error,
-                "tower-lock: no LockManager for this request: add `.layer(Extension(lock_manager))` \
-                 outside the LockLayer, or `LockLayer::manager(..)`; answering 500"
-            );
-            Err(LockRejection::NoManager)
-        }
-    }
-}
-
-/// A request that runs without a lock. It carries no [`HeldLock`](crate::HeldLock), so the
-/// layer's own manager goes in its extensions for inner extractors (unless one is there).
+/// A request that runs without a lock (it carries no [`HeldLock`](crate::HeldLock)).
 fn unlocked(config: &Config, mut parts: Parts, body: Body) -> Start {
-    if let Some(manager) = &config.manager {
-        if parts.extensions.get::<LockManager>().is_none() {
-            parts.extensions.insert(manager.clone());
-        }
-    }
+    config.options.unlocked_extensions(&mut parts);
     Start::Unlocked(Request::from_parts(parts, body))
 }
 
@@ -174,7 +149,9 @@ fn lock_request(
     let key = match key {
         Ok(Some(key)) => key,
         Ok(None) => return Err(None),
-        Err(LockRejection::MissingKey { .. }) if config.allow_missing_key => return Err(None),
+        Err(LockRejection::MissingKey { .. }) if config.options.allow_missing_key => {
+            return Err(None)
+        }
         Err(rejection) => {
             if let LockRejection::Misplaced { .. } = rejection {
                 throttled!(error, "tower-lock: {rejection}");
@@ -183,10 +160,10 @@ fn lock_request(
         }
     };
     let mut lock = manager.into_lock(key, config.kinds.for_method(method));
-    if let Some(wait) = config.wait {
+    if let Some(wait) = config.options.wait {
         lock = lock.wait(wait);
     }
-    if let Some(lease) = config.lease {
+    if let Some(lease) = config.options.lease {
         lock = lock.fixed_lease(lease);
     }
     Ok(lock)
@@ -205,14 +182,14 @@ fn finish(
             parts.extensions.insert(HeldLock::of(&guard));
             Start::Locked(Request::from_parts(parts, body), guard, watchdog)
         }
-        Err(LockError::Unavailable(error)) if config.fail_open => {
+        Err(LockError::Unavailable(error)) if config.options.fail_open => {
             let key = key.map_or("", LockKey::as_str);
             throttled!(warn, %error, key, "tower-lock: backend unavailable; running without the lock (fail open)");
             unlocked(config, parts, body)
         }
         Err(error) => {
             let what = config.source.describe();
-            Start::Rejected(LockRejection::from_error(error, &what, config.busy))
+            Start::Rejected(LockRejection::from_error(error, &what, config.options.busy))
         }
     }
 }

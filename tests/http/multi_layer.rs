@@ -1,0 +1,317 @@
+//! `MultiLockLayer` over HTTP: transfers locked crosswise through the layer never overlap
+//! nor deadlock and leave nothing held; the same account twice is taken once; a busy
+//! account is 409 and leaves the other free; missing, bad and too many keys are 400s
+//! before any lock; `Locked<K>` behind the layer enters its part; a lost part aborts the
+//! handler (503) and frees the rest; a request dropped while it runs or waits frees
+//! everything.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::routing::post;
+use axum::{Extension, Router};
+use http::{Request, StatusCode};
+use tokio::sync::Notify;
+use tower_lock::backend::MemoryBackend;
+use tower_lock::{
+    HeldMultiLock, KeySource, LockManager, Lockable, Locked, MultiLockLayer, Released,
+};
+
+use crate::helpers::{oneshot, respond};
+use crate::support::suite::{backend_suite, BackendUnderTest};
+
+/// Transfers between accounts 0 and 1 count who is inside each account.
+fn transfers(layer: MultiLockLayer, inside: Arc<[AtomicUsize; 2]>) -> Router {
+    let transfer =
+        move |Extension(held): Extension<HeldMultiLock>,
+              axum::extract::Path((from, to)): axum::extract::Path<(u64, u64)>| {
+            let inside = inside.clone();
+            async move {
+                // Accounts 0 and 1 are watched; a transfer within one account enters it once.
+                let watched: Vec<usize> = [from, to]
+                    .into_iter()
+                    .filter(|id| *id < 2 && from != to)
+                    .map(|id| id as usize)
+                    .collect();
+                for id in &watched {
+                    let was = inside[*id].fetch_add(1, Ordering::SeqCst);
+                    assert_eq!(was, 0, "two transfers in account {id} at once");
+                }
+                tokio::task::yield_now().await;
+                for id in &watched {
+                    inside[*id].fetch_sub(1, Ordering::SeqCst);
+                }
+                let keys: Vec<String> = held.keys().map(|k| k.as_str().to_owned()).collect();
+                keys.join(",")
+            }
+        };
+    Router::new()
+        .route("/transfers/{from}/{to}", post(transfer))
+        .route_layer(layer)
+}
+
+fn gauge() -> Arc<[AtomicUsize; 2]> {
+    Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)])
+}
+
+async fn crosswise_transfers_through_the_layer(backend: BackendUnderTest) {
+    let builder = LockManager::builder().wait(Duration::from_secs(30));
+    let locks = backend.manager(builder).await;
+    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
+    let app = transfers(layer, gauge());
+    let mut tasks = Vec::new();
+    for n in 0..200 {
+        let app = app.clone();
+        let uri = ["/transfers/0/1", "/transfers/1/0"][n % 2];
+        tasks.push(tokio::spawn(
+            async move { oneshot(&app, "POST", uri).await },
+        ));
+    }
+    let key = |name: &str| locks.key(name).unwrap().as_str().to_owned();
+    let both = format!("{},{}", key("account:0"), key("account:1"));
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), (StatusCode::OK, both.clone()));
+    }
+    // Released before each response went out: nothing is left once all are answered.
+    assert_eq!(locks.stats(), Default::default());
+    // One account named twice is taken once.
+    let (status, body) = oneshot(&app, "POST", "/transfers/3/3").await;
+    assert_eq!((status, body), (StatusCode::OK, key("account:3")));
+    assert_eq!(locks.stats(), Default::default());
+}
+
+async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTest) {
+    let builder = LockManager::builder().wait(Duration::from_millis(50));
+    let locks = backend.manager(builder).await;
+    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
+    let app = transfers(layer, gauge());
+    let held = locks.lock("account:9").acquire().await.unwrap();
+    let response = {
+        let request = Request::post("/transfers/8/9").body(Body::empty()).unwrap();
+        tower::ServiceExt::oneshot(app.clone(), request)
+            .await
+            .unwrap()
+    };
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let other = locks
+        .lock("account:8")
+        .try_acquire()
+        .await
+        .expect("account 8 left free");
+    assert_eq!(other.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(held.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(
+        oneshot(&app, "POST", "/transfers/8/9").await.0,
+        StatusCode::OK
+    );
+    assert_eq!(locks.stats(), Default::default());
+}
+
+backend_suite!(
+    [Memory, Redis, Cluster]
+    crosswise_transfers_through_the_layer,
+    a_busy_account_is_409_and_leaves_the_other_free,
+);
+
+#[tokio::test]
+async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
+    let locks = LockManager::memory();
+    let app = |layer: MultiLockLayer| {
+        Router::new()
+            .route("/one/{from}", post(|| async { "ran" }))
+            .route("/many", post(|| async { "ran" }))
+            .route_layer(layer.manager(locks.clone()))
+    };
+    // A route without the second parameter: missing (400), or unlocked when allowed.
+    let strict = app(MultiLockLayer::by_path_params("account:", ["from", "to"]));
+    let (status, body) = oneshot(&strict, "POST", "/one/7").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("path parameter `to`"), "{body}");
+    let lenient =
+        app(MultiLockLayer::by_path_params("account:", ["from", "to"]).allow_missing_key());
+    assert_eq!(oneshot(&lenient, "POST", "/one/7").await.0, StatusCode::OK);
+
+    // Names from a function: none, an empty one, too many.
+    let named =
+        |names: Option<Vec<String>>| app(MultiLockLayer::by_fn(move |_| names.clone()).max_keys(3));
+    let (status, body) = oneshot(&named(None), "POST", "/many").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = oneshot(&named(Some(vec![])), "POST", "/many").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let empty = Some(vec!["a".to_owned(), String::new()]);
+    let (status, body) = oneshot(&named(empty), "POST", "/many").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let four = Some(["a", "b", "c", "d"].map(str::to_owned).to_vec());
+    let (status, body) = oneshot(&named(four), "POST", "/many").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("4 locks, more than the 3"), "{body}");
+    let three = Some(["a", "b", "a"].map(str::to_owned).to_vec());
+    assert_eq!(
+        oneshot(&named(three), "POST", "/many").await.0,
+        StatusCode::OK
+    );
+
+    // A body over the limit is refused before the locks are asked for.
+    let limited = app(MultiLockLayer::by_path_params("account:", ["from"]).body_limit(4));
+    let request = Request::post("/one/7")
+        .body(Body::from("0123456789"))
+        .unwrap();
+    assert_eq!(
+        respond(&limited, request).await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    // A path no route matches goes on to the fallback, unlocked.
+    let outside = Router::new()
+        .route("/one/{from}", post(|| async { "ran" }))
+        .layer(MultiLockLayer::by_path_params("account:", ["from"]).manager(locks.clone()));
+    assert_eq!(
+        oneshot(&outside, "POST", "/nowhere").await.0,
+        StatusCode::NOT_FOUND
+    );
+    // No manager anywhere: 500.
+    let unmanaged = Router::new()
+        .route("/one/{from}", post(|| async { "ran" }))
+        .route_layer(MultiLockLayer::by_path_params("account:", ["from"]));
+    let (status, body) = oneshot(&unmanaged, "POST", "/one/7").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert_eq!(locks.stats(), Default::default());
+}
+
+struct Account(u64);
+
+impl Lockable for Account {
+    fn source() -> KeySource {
+        KeySource::path("from")
+    }
+    fn parse(raw: &str) -> Result<Self, String> {
+        raw.parse()
+            .map(Account)
+            .map_err(|_| format!("`{raw}` is not an account"))
+    }
+    fn lock_name(&self) -> String {
+        format!("account:{}", self.0)
+    }
+}
+
+/// `Locked<K>` naming one of the layer's keys enters that part (the same owner) instead of
+/// waiting for the request's own lock until its wait ends.
+#[tokio::test]
+async fn an_extractor_behind_the_layer_enters_its_part() {
+    let locks = LockManager::builder()
+        .wait(Duration::from_millis(100))
+        .memory();
+    let handler = |Locked(account): Locked<Account>| async move {
+        format!("{} by {}", account.0, account.guard().owner())
+    };
+    let app = Router::new()
+        .route("/transfers/{from}/{to}", post(handler))
+        .route_layer(
+            MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone()),
+        );
+    let (status, body) = oneshot(&app, "POST", "/transfers/7/9").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.starts_with("7 by "), "{body}");
+    assert_eq!(locks.stats(), Default::default());
+}
+
+/// A part deleted behind the handler: under `abort_on_lost` the handler is dropped, the
+/// answer is 503 naming the lost key, and the other part is released.
+#[tokio::test]
+async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
+    let memory = MemoryBackend::new();
+    let locks = LockManager::builder()
+        .lease(Duration::from_millis(300))
+        .backend(memory.clone());
+    let entered = Arc::new(Notify::new());
+    let handler = {
+        let entered = entered.clone();
+        move || async move {
+            entered.notify_one();
+            std::future::pending::<&str>().await
+        }
+    };
+    let app = Router::new()
+        .route("/transfers/{from}/{to}", post(handler))
+        .route_layer(
+            MultiLockLayer::by_path_params("account:", ["from", "to"])
+                .abort_on_lost()
+                .manager(locks.clone()),
+        );
+    let request = tokio::spawn({
+        let app = app.clone();
+        async move { oneshot(&app, "POST", "/transfers/1/2").await }
+    });
+    entered.notified().await;
+    let lost = locks.key("account:2").unwrap();
+    assert!(memory.force_unlock(&lost));
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("account:2"), "{body}");
+    let other = locks.lock("account:1").try_acquire().await.expect("freed");
+    assert_eq!(other.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(locks.stats(), Default::default());
+}
+
+/// A request dropped while its handler runs (client gone) releases every part.
+#[tokio::test]
+async fn a_dropped_request_releases_every_part() {
+    let locks = LockManager::memory();
+    let entered = Arc::new(Notify::new());
+    let handler = {
+        let entered = entered.clone();
+        move || async move {
+            entered.notify_one();
+            std::future::pending::<&str>().await
+        }
+    };
+    let app = Router::new()
+        .route("/transfers/{from}/{to}", post(handler))
+        .route_layer(
+            MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone()),
+        );
+    let request = tokio::spawn({
+        let app = app.clone();
+        async move { oneshot(&app, "POST", "/transfers/1/2").await }
+    });
+    entered.notified().await;
+    assert!(locks.lock("account:1").try_acquire().await.is_err());
+    request.abort();
+    assert!(request.await.unwrap_err().is_cancelled());
+    crate::support::eventually("both accounts released", || async {
+        (locks.stats() == Default::default()).then_some(())
+    })
+    .await;
+    for account in ["account:1", "account:2"] {
+        let guard = locks.lock(account).try_acquire().await.expect("released");
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+
+    // Dropped while waiting for a busy account, holding the one before it: freed too.
+    let busy = locks.lock("account:2").acquire().await.unwrap();
+    let request = tokio::spawn({
+        let app = app.clone();
+        async move { oneshot(&app, "POST", "/transfers/2/1").await }
+    });
+    crate::support::eventually("the request waits for account 2", || async {
+        (locks.stats().waiters == 1).then_some(())
+    })
+    .await;
+    assert!(locks.lock("account:1").try_acquire().await.is_err());
+    request.abort();
+    assert!(request.await.unwrap_err().is_cancelled());
+    crate::support::eventually("account 1 released", || async {
+        (locks.stats().waiters == 0 && locks.stats().renewals == 1).then_some(())
+    })
+    .await;
+    let freed = locks
+        .lock("account:1")
+        .try_acquire()
+        .await
+        .expect("released");
+    assert_eq!(freed.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(busy.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(locks.stats(), Default::default());
+}
