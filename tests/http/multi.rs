@@ -12,10 +12,13 @@ use http::StatusCode;
 use tower_lock::{KeySource, LockManager, Lockable, MultiLocked, Released};
 
 use crate::helpers::oneshot;
+use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
-struct From(u64);
-struct To(u64);
+/// The account money leaves (path parameter `from`), locked as `account:<id>`.
+pub struct From(pub u64);
+/// The account money goes to (path parameter `to`), locked as `account:<id>`.
+pub struct To(pub u64);
 
 impl Lockable for From {
     fn source() -> KeySource {
@@ -70,7 +73,9 @@ fn app(locks: LockManager, inside: Arc<[AtomicUsize; 2]>) -> Router {
 }
 
 async fn transfers_lock_both_accounts(backend: BackendUnderTest) {
-    let builder = LockManager::builder().wait(Duration::from_secs(30));
+    let builder = LockManager::builder()
+        .wait(Duration::from_secs(30))
+        .key_prefix(support::unique("multi") + ":");
     let locks = backend.manager(builder).await;
     let inside = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     let app = app(locks.clone(), inside);
@@ -100,7 +105,10 @@ async fn transfers_lock_both_accounts(backend: BackendUnderTest) {
 }
 
 async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTest) {
-    let builder = LockManager::builder().wait(Duration::from_millis(50));
+    // A prefix of its own: other tests lock `account:9` on the shared Redis too.
+    let builder = LockManager::builder()
+        .wait(Duration::from_millis(50))
+        .key_prefix(support::unique("multi") + ":");
     let locks = backend.manager(builder).await;
     let app = app(
         locks.clone(),

@@ -15,11 +15,11 @@ use axum::{Extension, Router};
 use http::{Request, StatusCode};
 use tokio::sync::Notify;
 use tower_lock::backend::MemoryBackend;
-use tower_lock::{
-    HeldMultiLock, KeySource, LockManager, Lockable, Locked, MultiLockLayer, Released,
-};
+use tower_lock::{HeldMultiLock, LockManager, Locked, MultiLockLayer, Released};
 
 use crate::helpers::{oneshot, respond};
+use crate::multi::From;
+use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
 /// Transfers between accounts 0 and 1 count who is inside each account.
@@ -57,7 +57,9 @@ fn gauge() -> Arc<[AtomicUsize; 2]> {
 }
 
 async fn crosswise_transfers_through_the_layer(backend: BackendUnderTest) {
-    let builder = LockManager::builder().wait(Duration::from_secs(30));
+    let builder = LockManager::builder()
+        .wait(Duration::from_secs(30))
+        .key_prefix(support::unique("multi-layer") + ":");
     let locks = backend.manager(builder).await;
     let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
     let app = transfers(layer, gauge());
@@ -83,7 +85,10 @@ async fn crosswise_transfers_through_the_layer(backend: BackendUnderTest) {
 }
 
 async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTest) {
-    let builder = LockManager::builder().wait(Duration::from_millis(50));
+    // A prefix of its own: other tests lock `account:9` on the shared Redis too.
+    let builder = LockManager::builder()
+        .wait(Duration::from_millis(50))
+        .key_prefix(support::unique("multi-layer") + ":");
     let locks = backend.manager(builder).await;
     let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
     let app = transfers(layer, gauge());
@@ -180,22 +185,6 @@ async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
     assert_eq!(locks.stats(), Default::default());
 }
 
-struct Account(u64);
-
-impl Lockable for Account {
-    fn source() -> KeySource {
-        KeySource::path("from")
-    }
-    fn parse(raw: &str) -> Result<Self, String> {
-        raw.parse()
-            .map(Account)
-            .map_err(|_| format!("`{raw}` is not an account"))
-    }
-    fn lock_name(&self) -> String {
-        format!("account:{}", self.0)
-    }
-}
-
 /// `Locked<K>` naming one of the layer's keys enters that part (the same owner) instead of
 /// waiting for the request's own lock until its wait ends.
 #[tokio::test]
@@ -203,7 +192,7 @@ async fn an_extractor_behind_the_layer_enters_its_part() {
     let locks = LockManager::builder()
         .wait(Duration::from_millis(100))
         .memory();
-    let handler = |Locked(account): Locked<Account>| async move {
+    let handler = |Locked(account): Locked<From>| async move {
         format!("{} by {}", account.0, account.guard().owner())
     };
     let app = Router::new()
@@ -225,21 +214,8 @@ async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
     let locks = LockManager::builder()
         .lease(Duration::from_millis(300))
         .backend(memory.clone());
-    let entered = Arc::new(Notify::new());
-    let handler = {
-        let entered = entered.clone();
-        move || async move {
-            entered.notify_one();
-            std::future::pending::<&str>().await
-        }
-    };
-    let app = Router::new()
-        .route("/transfers/{from}/{to}", post(handler))
-        .route_layer(
-            MultiLockLayer::by_path_params("account:", ["from", "to"])
-                .abort_on_lost()
-                .manager(locks.clone()),
-        );
+    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).abort_on_lost();
+    let (app, entered) = endless_transfers(layer.manager(locks.clone()));
     let request = tokio::spawn({
         let app = app.clone();
         async move { oneshot(&app, "POST", "/transfers/1/2").await }
@@ -259,19 +235,8 @@ async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
 #[tokio::test]
 async fn a_dropped_request_releases_every_part() {
     let locks = LockManager::memory();
-    let entered = Arc::new(Notify::new());
-    let handler = {
-        let entered = entered.clone();
-        move || async move {
-            entered.notify_one();
-            std::future::pending::<&str>().await
-        }
-    };
-    let app = Router::new()
-        .route("/transfers/{from}/{to}", post(handler))
-        .route_layer(
-            MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone()),
-        );
+    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]);
+    let (app, entered) = endless_transfers(layer.manager(locks.clone()));
     let request = tokio::spawn({
         let app = app.clone();
         async move { oneshot(&app, "POST", "/transfers/1/2").await }
@@ -314,4 +279,43 @@ async fn a_dropped_request_releases_every_part() {
     assert_eq!(freed.release().await.unwrap(), Released::Unlocked);
     assert_eq!(busy.release().await.unwrap(), Released::Unlocked);
     assert_eq!(locks.stats(), Default::default());
+}
+
+/// Transfers whose handler never ends, behind `layer`; notified when a handler is entered.
+fn endless_transfers(layer: MultiLockLayer) -> (Router, Arc<Notify>) {
+    let entered = Arc::new(Notify::new());
+    let handler = {
+        let entered = entered.clone();
+        move || async move {
+            entered.notify_one();
+            std::future::pending::<&str>().await
+        }
+    };
+    let app = Router::new()
+        .route("/transfers/{from}/{to}", post(handler))
+        .route_layer(layer);
+    (app, entered)
+}
+
+/// The backend down: 503 (fail closed), or the request runs unlocked under `fail_open`.
+#[tokio::test]
+async fn a_backend_down_is_503_or_runs_unlocked_when_failing_open() {
+    let unreachable = format!("redis://127.0.0.1:{}", support::free_port());
+    let down = LockManager::builder()
+        .redis_lazy(&unreachable)
+        .await
+        .unwrap();
+    let app = |layer: MultiLockLayer| {
+        Router::new()
+            .route("/transfers/{from}/{to}", post(|| async { "ran" }))
+            .route_layer(layer.manager(down.clone()))
+    };
+    let closed = app(MultiLockLayer::by_path_params("account:", ["from", "to"]));
+    let (status, body) = oneshot(&closed, "POST", "/transfers/1/2").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let open = app(MultiLockLayer::by_path_params("account:", ["from", "to"]).fail_open());
+    assert_eq!(
+        oneshot(&open, "POST", "/transfers/1/2").await,
+        (StatusCode::OK, "ran".to_owned())
+    );
 }
