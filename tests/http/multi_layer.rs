@@ -319,3 +319,29 @@ async fn a_backend_down_is_503_or_runs_unlocked_when_failing_open() {
         (StatusCode::OK, "ran".to_owned())
     );
 }
+
+/// Names from a function are escaped as the single-key layer's: braces in request input
+/// make no Redis Cluster hash tag.
+#[tokio::test]
+async fn names_from_a_function_are_escaped() {
+    let locks = LockManager::memory();
+    let layer = MultiLockLayer::by_fn(|parts| {
+        let tag = parts.uri.query()?.to_owned();
+        Some(vec![format!("order:{tag}"), "order:plain".to_owned()])
+    });
+    let app = Router::new()
+        .route(
+            "/merge",
+            post(|Extension(held): Extension<HeldMultiLock>| async move {
+                let keys: Vec<&str> = held.keys().map(|k| k.as_str()).collect();
+                keys.join(",")
+            }),
+        )
+        .route_layer(layer.manager(locks.clone()));
+    let (status, body) = oneshot(&app, "POST", "/merge?{7}").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let expected = [locks.key("order:%7B7%7D"), locks.key("order:plain")]
+        .map(|key| key.unwrap().as_str().to_owned())
+        .join(",");
+    assert_eq!(body, expected);
+}

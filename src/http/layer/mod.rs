@@ -120,7 +120,8 @@ impl LockLayer {
     }
 
     /// Locks on a key computed from the request parts; `None` means missing (400). The key
-    /// is used as it is (no prefix unless [`key_prefix`](Self::key_prefix) sets one).
+    /// is used as it is (no prefix unless [`key_prefix`](Self::key_prefix) sets one), but
+    /// for `%`, `{` and `}`, percent-escaped as in every request value.
     pub fn by_fn(
         f: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
@@ -208,7 +209,7 @@ impl Naming {
 }
 
 /// `raw` with `%`, `{` and `}` percent-escaped, or `None` when it has none of them.
-fn escaped(raw: &str) -> Option<String> {
+pub(crate) fn escaped(raw: &str) -> Option<String> {
     if !raw.bytes().any(|byte| matches!(byte, b'%' | b'{' | b'}')) {
         return None;
     }

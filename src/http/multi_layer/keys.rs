@@ -8,7 +8,7 @@ use http::request::Parts;
 
 use crate::engine::LockManager;
 use crate::http::key_source::KeySource;
-use crate::http::layer::Naming;
+use crate::http::layer::{escaped, Naming};
 use crate::http::rejection::{BusyAnswer, LockRejection};
 use crate::key::LockKey;
 
@@ -23,7 +23,7 @@ pub(crate) enum MultiKeySource {
         sources: Arc<[KeySource]>,
         naming: Naming,
     },
-    /// The names a function returns, as they are.
+    /// The names a function returns (`%`, `{` and `}` percent-escaped).
     Names(Arc<NamesFn>),
 }
 
@@ -75,7 +75,12 @@ impl MultiKeySource {
                     |e| LockRejection::from_error(e, &self.describe(), BusyAnswer::default());
                 names
                     .iter()
-                    .map(|name| manager.key(name).map_err(rejection))
+                    .map(|name| {
+                        // As `LockLayer::by_fn`: braces in request input make no hash tag.
+                        let escaped = escaped(name);
+                        let name = escaped.as_deref().unwrap_or(name);
+                        manager.key(name).map_err(rejection)
+                    })
                     .collect::<Result<_, _>>()?
             }
         };

@@ -121,8 +121,9 @@ impl MultiLockLayer {
         Self::new(prefix, params.into_iter().map(KeySource::path))
     }
 
-    /// Locks on the names `f` returns for the request's parts, used as they are (under the
-    /// manager's prefix); `None` or no names means missing (400, or unlocked with
+    /// Locks on the names `f` returns for the request's parts, under the manager's prefix,
+    /// with `%`, `{` and `}` percent-escaped as [`LockLayer::by_fn`](crate::LockLayer::by_fn)
+    /// does (request input never makes a Redis Cluster hash tag); `None` or no names means missing (400, or unlocked with
     /// [`allow_missing_key`](Self::allow_missing_key)). More than
     /// [`max_keys`](Self::max_keys) names is a 400; an invalid name (empty, too long) too.
     ///
