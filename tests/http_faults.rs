@@ -1,5 +1,5 @@
 //! The layer when Redis fails: 503 while it is down, recovery without restarting the app,
-//! fail-open, and the lost-lock policy.
+//! fail-open, and the lost-lock policy; the multi-key layer through an outage.
 
 mod support;
 
@@ -13,7 +13,7 @@ use http::{Request, StatusCode};
 use support::RedisServer;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
-use tower_lock::{HeldLock, LockLayer, LockManager};
+use tower_lock::{HeldLock, LockLayer, LockManager, MultiLockLayer};
 
 async fn call(app: &Router, uri: &str) -> (StatusCode, Option<String>, String) {
     let response = app
@@ -334,4 +334,55 @@ async fn an_outage_is_answered_with_503_at_once() {
     holding.release.notify_one();
     let _ = holder.await;
     serves_again(&app, "/orders/1").await;
+}
+
+/// The multi-key layer when Redis fails. Stopped while a transfer runs: the response still
+/// goes out while Redis is down (the releases go on in the background). Restarted empty
+/// while a transfer runs under `abort_on_lost`: the transfer is stopped with a 503. Then the
+/// same app serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_multi_key_layer_through_an_outage() {
+    let mut server = RedisServer::start();
+    let locks = LockManager::builder()
+        .lease(Duration::from_millis(600))
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let accounts = || MultiLockLayer::by_path_params("account:", ["from", "to"]);
+    let (hold_route, mut holding) = support::http::holding("moved");
+    let (slow, mut entered) = support::http::stalled();
+    let app = Router::new()
+        .route("/transfers/{from}/{to}/hold", hold_route)
+        .route("/transfers/{from}/{to}", post(|| async { "ok" }))
+        .route_layer(accounts().manager(locks.clone()))
+        .merge(
+            Router::new()
+                .route("/transfers/{from}/{to}/slow", slow)
+                .route_layer(accounts().abort_on_lost().manager(locks.clone())),
+        );
+
+    let request = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, "/transfers/1/2/hold").await }
+    });
+    holding.entered.recv().await.unwrap();
+    server.stop();
+    holding.release.notify_one();
+    let (status, _, body) = request.await.unwrap();
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "moved"));
+    server.resume();
+    serves_again(&app, "/transfers/1/2").await;
+
+    let request = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, "/transfers/2/1/slow").await }
+    });
+    entered.recv().await.unwrap();
+    // Redis restarts empty: the next renewal of either account finds it gone.
+    server.stop();
+    server.resume();
+    let (status, _, body) = request.await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("was lost"), "{body}");
+    serves_again(&app, "/transfers/2/1").await;
 }

@@ -13,13 +13,14 @@ use axum::body::Body;
 use axum::routing::post;
 use axum::{Extension, Router};
 use http::{Request, StatusCode};
-use tokio::sync::Notify;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tower_lock::backend::MemoryBackend;
 use tower_lock::{HeldMultiLock, LockManager, Locked, MultiLockLayer, Released};
 
 use crate::helpers::{oneshot, respond};
 use crate::multi::From;
 use crate::support;
+use crate::support::http::stalled;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
 /// Transfers between accounts 0 and 1 count who is inside each account.
@@ -215,12 +216,12 @@ async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
         .lease(Duration::from_millis(300))
         .backend(memory.clone());
     let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).abort_on_lost();
-    let (app, entered) = endless_transfers(layer.manager(locks.clone()));
+    let (app, mut entered) = endless_transfers(layer.manager(locks.clone()));
     let request = tokio::spawn({
         let app = app.clone();
         async move { oneshot(&app, "POST", "/transfers/1/2").await }
     });
-    entered.notified().await;
+    entered.recv().await.unwrap();
     let lost = locks.key("account:2").unwrap();
     assert!(memory.force_unlock(&lost));
     let (status, body) = request.await.unwrap();
@@ -236,12 +237,12 @@ async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
 async fn a_dropped_request_releases_every_part() {
     let locks = LockManager::memory();
     let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]);
-    let (app, entered) = endless_transfers(layer.manager(locks.clone()));
+    let (app, mut entered) = endless_transfers(layer.manager(locks.clone()));
     let request = tokio::spawn({
         let app = app.clone();
         async move { oneshot(&app, "POST", "/transfers/1/2").await }
     });
-    entered.notified().await;
+    entered.recv().await.unwrap();
     assert!(locks.lock("account:1").try_acquire().await.is_err());
     request.abort();
     assert!(request.await.unwrap_err().is_cancelled());
@@ -281,18 +282,11 @@ async fn a_dropped_request_releases_every_part() {
     assert_eq!(locks.stats(), Default::default());
 }
 
-/// Transfers whose handler never ends, behind `layer`; notified when a handler is entered.
-fn endless_transfers(layer: MultiLockLayer) -> (Router, Arc<Notify>) {
-    let entered = Arc::new(Notify::new());
-    let handler = {
-        let entered = entered.clone();
-        move || async move {
-            entered.notify_one();
-            std::future::pending::<&str>().await
-        }
-    };
+/// Transfers whose handler never ends, behind `layer`; `entered` hears of each handler.
+fn endless_transfers(layer: MultiLockLayer) -> (Router, UnboundedReceiver<()>) {
+    let (stalled, entered) = stalled();
     let app = Router::new()
-        .route("/transfers/{from}/{to}", post(handler))
+        .route("/transfers/{from}/{to}", stalled)
         .route_layer(layer);
     (app, entered)
 }
