@@ -19,7 +19,9 @@ use super::Config;
 use crate::backend::BoxFuture;
 use crate::engine::LockGuard;
 use crate::engine::{InlineWatchdog, PendingWatchdog};
+use crate::error::{BackendError, Released};
 use crate::http::rejection::LockRejection;
+use crate::key::LockKey;
 use crate::telemetry::throttled;
 
 /// The watchdog of a request's lock, started only once the handler has to wait; for an
@@ -269,14 +271,20 @@ fn release_now(guard: LockGuard) -> Result<(), BoxFuture<()>> {
 fn release(guard: LockGuard) -> BoxFuture<()> {
     Box::pin(async move {
         let key = guard.key().clone();
-        match guard.release_promptly().await {
-            Some(Err(error)) => {
-                throttled!(warn, %key, %error, "tower-lock: release failed; the lock ends with its lease");
-            }
-            None => {
-                throttled!(warn, %key, "tower-lock: lock backend unreachable; answering now and releasing in the background");
-            }
-            Some(Ok(_)) => {}
-        }
+        log_release(&key, guard.release_promptly().await);
     })
+}
+
+/// Warns of a layer's release (before its response) that failed, or goes on in the
+/// background because the backend cannot be reached (`None`).
+pub(crate) fn log_release(key: &LockKey, outcome: Option<Result<Released, BackendError>>) {
+    match outcome {
+        Some(Err(error)) => {
+            throttled!(warn, %key, %error, "tower-lock: release failed; the lock ends with its lease");
+        }
+        None => {
+            throttled!(warn, %key, "tower-lock: lock backend unreachable; answering now and releasing in the background");
+        }
+        Some(Ok(_)) => {}
+    }
 }

@@ -37,11 +37,11 @@
 //! ```
 
 pub(crate) mod body;
-mod future;
+pub(crate) mod future;
 mod kinds;
 pub(crate) mod options;
 pub(crate) mod response_body;
-mod service;
+pub(crate) mod service;
 mod start;
 
 use std::fmt;

@@ -57,13 +57,17 @@ where
             // Nothing to wait for: call the instance that was polled ready right away.
             Ok(start) => ResponseFuture::started(start, &mut self.inner, &self.config),
             Err(later) => {
-                // Keep the instance that was polled ready; leave a fresh clone in its place.
-                let clone = self.inner.clone();
-                let ready = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::later(later, ready, self.config.clone())
+                ResponseFuture::later(later, take_ready(&mut self.inner), self.config.clone())
             }
         }
     }
+}
+
+/// The instance that was polled ready, for a response future that calls it later (the
+/// instance polled ready is the one to call); a fresh clone takes its place.
+pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
+    let clone = inner.clone();
+    std::mem::replace(inner, clone)
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Lock<S> {

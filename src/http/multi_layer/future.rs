@@ -17,9 +17,9 @@ use super::start::MultiStart;
 use super::MultiConfig;
 use crate::backend::BoxFuture;
 use crate::engine::MultiLockGuard;
+use crate::http::layer::future::log_release;
 use crate::http::layer::response_body::{Answer, LockResponseBody};
 use crate::http::rejection::LockRejection;
-use crate::telemetry::throttled;
 
 /// Response future of [`MultiLock`](super::MultiLock).
 #[pin_project]
@@ -201,14 +201,6 @@ fn lost_rejection(guard: &MultiLockGuard) -> LockRejection {
 /// the response goes out at once and the releases go on in the background.
 async fn release(guard: MultiLockGuard) {
     for (key, outcome) in guard.release_promptly().await {
-        match outcome {
-            Some(Err(error)) => {
-                throttled!(warn, %key, %error, "tower-lock: release failed; the lock ends with its lease");
-            }
-            None => {
-                throttled!(warn, %key, "tower-lock: lock backend unreachable; answering now and releasing in the background");
-            }
-            Some(Ok(_)) => {}
-        }
+        log_release(&key, outcome);
     }
 }

@@ -11,6 +11,7 @@ use tower_service::Service;
 use super::future::MultiLockResponseFuture;
 use super::start::begin;
 use super::MultiConfig;
+use crate::http::layer::service::take_ready;
 use crate::http::layer::LockResponseBody;
 
 /// Runs each request under its locks. Built by [`MultiLockLayer`](super::MultiLockLayer).
@@ -55,12 +56,11 @@ where
         match begin(&self.config, request) {
             // Nothing to wait for: call the instance that was polled ready right away.
             Ok(start) => MultiLockResponseFuture::started(start, &mut self.inner, &self.config),
-            Err(start) => {
-                // Keep the instance that was polled ready; leave a fresh clone in its place.
-                let clone = self.inner.clone();
-                let ready = std::mem::replace(&mut self.inner, clone);
-                MultiLockResponseFuture::later(start, ready, self.config.clone())
-            }
+            Err(start) => MultiLockResponseFuture::later(
+                start,
+                take_ready(&mut self.inner),
+                self.config.clone(),
+            ),
         }
     }
 }
