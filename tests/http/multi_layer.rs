@@ -160,6 +160,10 @@ async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
         StatusCode::OK
     );
 
+    // The limit bounds a function's names; key sources are the layer's own configuration.
+    let sourced = app(MultiLockLayer::by_path_params("account:", ["from"]).max_keys(0));
+    assert_eq!(oneshot(&sourced, "POST", "/one/7").await.0, StatusCode::OK);
+
     // A body over the limit is refused before the locks are asked for.
     let limited = app(MultiLockLayer::by_path_params("account:", ["from"]).body_limit(4));
     let request = Request::post("/one/7")

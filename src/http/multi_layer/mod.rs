@@ -55,7 +55,8 @@ use crate::http::layer::options::{layer_options, LayerOptions};
 use crate::http::layer::Naming;
 use keys::MultiKeySource;
 
-/// The most keys a request may name by default (see [`MultiLockLayer::max_keys`]).
+/// The most names a [`MultiLockLayer::by_fn`] function may return for one request, by
+/// default (see [`MultiLockLayer::max_keys`]).
 pub const DEFAULT_MAX_KEYS: usize = 16;
 
 /// Applies [`MultiLock`] to a service. See the [module docs](crate::multi_layer).
@@ -63,7 +64,7 @@ pub const DEFAULT_MAX_KEYS: usize = 16;
 /// Defaults as [`LockLayer`](crate::LockLayer)'s: wait 10 s in all (the manager's), lease
 /// 30 s renewed while the handler runs (the manager's), busy → 409 with `Retry-After: 1`,
 /// missing key → 400, backend down → 503 (fail closed), lock lost → keep going; at most
-/// [`DEFAULT_MAX_KEYS`] keys per request. The locks are plain locks (Redisson's `RLock`
+/// [`DEFAULT_MAX_KEYS`] names per request from a [`by_fn`](MultiLockLayer::by_fn) function. The locks are plain locks (Redisson's `RLock`
 /// layout), one per key.
 #[derive(Clone)]
 pub struct MultiLockLayer {
@@ -151,9 +152,10 @@ impl MultiLockLayer {
         &mut Arc::make_mut(&mut self.config).options
     }
 
-    /// The most names one request may have locked (counted before duplicates are dropped;
-    /// default [`DEFAULT_MAX_KEYS`]); a request naming more is answered 400 before any lock
-    /// is asked for. Bounds what a request can make the layer do.
+    /// The most names [`by_fn`](Self::by_fn)'s function may return for one request
+    /// (counted before duplicates are dropped; default [`DEFAULT_MAX_KEYS`]); a request
+    /// naming more is answered 400 before any lock is asked for. Bounds what a request can
+    /// make the layer do. (Key sources give one key each: as many as the layer has.)
     pub fn max_keys(mut self, max: usize) -> Self {
         Arc::make_mut(&mut self.config).max_keys = max;
         self
