@@ -149,11 +149,12 @@ where
                                 return Poll::Pending;
                             };
                             ready!(wait.as_mut().poll(cx));
-                            // A part is lost: the handler is dropped, the rest released.
-                            let Some(guard) = guard.take() else {
+                            // A part is lost: the handler is dropped and the rest released
+                            // (below) before the 503 goes out.
+                            let Some(held) = guard.as_ref() else {
                                 return Poll::Pending;
                             };
-                            let response = this.config.options.respond(lost_rejection(&guard));
+                            let response = this.config.options.respond(lost_rejection(held));
                             Ok(Answer::Rejection(response))
                         }
                     };
