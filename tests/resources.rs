@@ -77,6 +77,12 @@ async fn resources_return_to_zero_after_ten_thousand_names() {
     let tasks_before = metrics.num_alive_tasks();
     let names: Vec<String> = (0..10_000).map(|i| format!("resource:{i}")).collect();
     through_waiting(&locks, names, 200).await;
+    // The subscriber task finishes the last unsubscribes after the last waiter left (each
+    // subscribe batch now waits for Redis's PING answer): wait for those, then check all.
+    support::eventually("the last subscription changes done", || async {
+        (locks.stats().subscription_changes == 0).then_some(())
+    })
+    .await;
     assert_eq!(
         locks.stats(),
         Default::default(),
