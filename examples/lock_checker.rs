@@ -4,14 +4,14 @@
 //! ```text
 //! cargo run --example lock_checker -- <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix]
 //! cargo run --example lock_checker -- <redis-url> hold <name> <lease-ms> [plain|read|write]  # hold until killed
-//! cargo run --example lock_checker -- <redis-url> fair <name> <queue-timeout-ms> <mark>    # one fair turn
+//! cargo run --example lock_checker -- <redis-url> fair <name> <queue-timeout-ms> <mark> [waiters]  # fair turns
 //! ```
 //! Each holder INCRs `<prefix>witness:<name>` on entry (it must return 1) and DECRs it on
 //! exit; holds last 0–5 ms. Prints `acquisitions=… violations=… timeouts=… max_wait_ms=…`
 //! and exits 1 on any violation or error. The `hold` form prints `held` once it holds the
-//! lock and then sleeps (to be killed by a test). The `fair` form waits (up to 30 s) for the
-//! fair lock, appends `mark` to the Redis list `<name>:order` while it holds it, releases
-//! it and prints `done`.
+//! lock and then sleeps (to be killed by a test). The `fair` form starts `waiters` (1 by default) fair
+//! waiters that each wait (up to 30 s) for the fair lock, append `mark` to the Redis list
+//! `<name>:order` while they hold it and release it; it prints `done` once all have.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,8 +41,16 @@ async fn main() -> ExitCode {
             std::future::pending::<()>().await;
             ExitCode::SUCCESS
         }
-        [url, fair, name, queue_timeout, mark] if fair == "fair" => {
-            fair_turn(url, name, queue_timeout, mark).await
+        [url, fair, name, queue_timeout, mark, waiters @ ..] if fair == "fair" => {
+            let waiters = match waiters.first().map(|n| n.parse::<usize>()) {
+                None => 1,
+                Some(Ok(n)) if n > 0 => n,
+                Some(_) => {
+                    eprintln!("the number of fair waiters must be a positive integer");
+                    return ExitCode::FAILURE;
+                }
+            };
+            fair_turns(url, name, queue_timeout, mark, waiters).await
         }
         [url, names, tasks, seconds, lease, rest @ ..] => {
             let prefix = rest.first().cloned().unwrap_or_default();
@@ -57,41 +65,60 @@ async fn main() -> ExitCode {
             .await
         }
         _ => {
-            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms> [plain|read|write] | <redis-url> fair <name> <queue-timeout-ms> <mark>");
+            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms> [plain|read|write] | <redis-url> fair <name> <queue-timeout-ms> <mark> [waiters]");
             ExitCode::FAILURE
         }
     }
 }
 
-/// One turn of the fair lock `name`, recorded in the list `<name>:order`.
-async fn fair_turn(url: &str, name: &str, queue_timeout_ms: &str, mark: &str) -> ExitCode {
+/// `waiters` turns of the fair lock `name`, taken by as many waiters of one manager that
+/// queue at once, each recorded in the list `<name>:order`.
+async fn fair_turns(
+    url: &str,
+    name: &str,
+    queue_timeout_ms: &str,
+    mark: &str,
+    waiters: usize,
+) -> ExitCode {
     let timeout = Duration::from_millis(queue_timeout_ms.parse().expect("queue timeout in ms"));
     let locks = LockManager::builder()
         .fair_queue_timeout(timeout)
         .redis(url)
         .await
         .expect("connect to Redis");
-    let guard = match locks
-        .fair_lock(name)
-        .wait(Duration::from_secs(30))
-        .acquire()
-        .await
-    {
-        Ok(guard) => guard,
-        Err(e) => {
-            eprintln!("{mark}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let recorder = Builder::from_config(Config::from_url(url).unwrap())
         .build()
         .unwrap();
     recorder.init().await.expect("connect to Redis");
-    let _: i64 = recorder
-        .rpush(format!("{name}:order"), mark)
-        .await
-        .expect("record the turn");
-    let _ = guard.release().await.expect("release");
+    let turns: Vec<_> = (0..waiters)
+        .map(|_| {
+            let (locks, recorder) = (locks.clone(), recorder.clone());
+            let (name, mark) = (name.to_owned(), mark.to_owned());
+            tokio::spawn(async move {
+                let guard = locks
+                    .fair_lock(&name)
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .map_err(|e| format!("{mark}: {e}"))?;
+                let _: i64 = recorder
+                    .rpush(format!("{name}:order"), &mark)
+                    .await
+                    .map_err(|e| format!("{mark}: record the turn: {e}"))?;
+                let _ = guard
+                    .release()
+                    .await
+                    .map_err(|e| format!("{mark}: release: {e}"))?;
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for turn in turns {
+        if let Err(error) = turn.await.expect("a fair turn") {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    }
     println!("done");
     ExitCode::SUCCESS
 }

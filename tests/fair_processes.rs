@@ -1,7 +1,7 @@
 //! Fair locks across real processes (`examples/lock_checker.rs fair`): three processes
 //! started one after another get the lock in that order; a waiter SIGKILLed at the head of
-//! the queue is dropped within its queue timeout and the rest proceed; a Redis restart while
-//! fair waiters wait.
+//! the queue is dropped within its queue timeout and the rest proceed; ten waiters of a
+//! killed process cost one queue timeout in all; a Redis restart while fair waiters wait.
 
 mod support;
 
@@ -14,8 +14,20 @@ use tower_lock::{LockError, LockManager, Released};
 
 /// A process waiting for one turn of the fair lock `name`.
 fn fair_turn(url: &str, name: &str, queue_timeout_ms: &str, mark: &str) -> Child {
+    fair_turns(url, name, queue_timeout_ms, mark, 1)
+}
+
+/// A process with `waiters` fair waiters of `name`, each waiting for one turn.
+fn fair_turns(url: &str, name: &str, queue_timeout_ms: &str, mark: &str, waiters: usize) -> Child {
     Command::new(support::example("lock_checker"))
-        .args([url, "fair", name, queue_timeout_ms, mark])
+        .args([
+            url,
+            "fair",
+            name,
+            queue_timeout_ms,
+            mark,
+            &waiters.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -92,6 +104,56 @@ async fn a_killed_head_is_dropped_and_the_rest_proceed() {
     let guard = here.await.unwrap().expect("the waiter here follows");
     let order: Vec<String> = redis.lrange(format!("{name}:order"), 0, -1).await.unwrap();
     assert_eq!(order, ["next"], "the killed head never held it");
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    support::fair_queued(&redis, name, 0).await;
+}
+
+/// Ten waiters of a process SIGKILLed while they queue are ahead of a live one: nobody
+/// tells the queue. Their places all run out one queue timeout after their last renewal,
+/// and the live waiter's attempt drops them together, moving its place up by one timeout
+/// for each: the dead cost one queue timeout in all. (Dropped one after another, as
+/// Redisson does and this did, they cost one timeout each: about ten seconds here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_dead_waiters_cost_one_queue_timeout_in_all() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let redis = support::client(&url).await;
+    let timeout = Duration::from_secs(1);
+    let locks = LockManager::builder()
+        .fair_queue_timeout(timeout)
+        .redis(&url)
+        .await
+        .unwrap();
+    let name = "fair:ten-dead";
+    let holder = locks.fair_lock(name).acquire().await.unwrap();
+    let mut dying = fair_turns(&url, name, "1000", "dead", 10);
+    support::fair_queued(&redis, name, 10).await;
+    let live = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let guard = locks
+                .fair_lock(name)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await;
+            (guard, std::time::Instant::now())
+        })
+    };
+    let places = support::fair_queued(&redis, name, 11).await;
+    dying.kill().unwrap(); // SIGKILL: its ten waiters never leave the queue
+    let killed = std::time::Instant::now();
+    let _ = dying.wait();
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    let (guard, held_at) = live.await.unwrap();
+    let guard = guard.expect("the live waiter gets the lock");
+    let after = held_at.duration_since(killed);
+    assert!(
+        after < timeout * 3 / 2,
+        "the live waiter held {after:?} after the kill: the ten dead places must cost one \
+         queue timeout ({timeout:?}) in all (queue was {places:?})"
+    );
+    let order: Vec<String> = redis.lrange(format!("{name}:order"), 0, -1).await.unwrap();
+    assert!(order.is_empty(), "a killed waiter held the lock: {order:?}");
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     support::fair_queued(&redis, name, 0).await;
 }

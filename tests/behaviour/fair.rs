@@ -1,7 +1,8 @@
 //! Fair locks through the manager: waiters of several managers (processes) are granted the
 //! lock in arrival order; a live waiter keeps its place however long the holder keeps the
 //! lock; a waiter that stopped asking is dropped from the head of the queue within its
-//! timeout and the next goes on, without polling meanwhile; dropped waiters leave the
+//! timeout and the next goes on, without polling meanwhile; several such waiters cost one
+//! timeout in all; dropped waiters leave the
 //! queue; a single try never overtakes the queue; reentry and the loss signal.
 
 use std::sync::{Arc, Mutex};
@@ -201,6 +202,49 @@ async fn a_dead_head_is_dropped_and_the_next_goes_on(backend: BackendUnderTest) 
     assert_eq!(procs.queue(&name).await, (0, 0));
 }
 
+/// Five waiters that stop asking (a killed process's) queue ahead of a live one. Their
+/// places run out one queue timeout after they asked, and the live waiter's next attempt
+/// drops them all, each moving the places behind up by one timeout: it holds the lock about
+/// one timeout after they asked, where dropping them one after another took five.
+async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
+    let timeout = Duration::from_secs(1);
+    let procs = Processes::new(backend, 1, |b| b.fair_queue_timeout(timeout)).await;
+    let locks = &procs.managers[0];
+    let name = support::unique("fair-dead-run");
+    let key = locks.key(&name).unwrap();
+    let holder = locks.fair_lock(&name).acquire().await.unwrap();
+    let ghost = procs.backend().await;
+    let asked = std::time::Instant::now();
+    for n in 0..5 {
+        let queued = ghost
+            .fair_acquire(FairArgs {
+                key: key.clone(),
+                owner: OwnerId::from_raw(&format!("ghost:{n}")),
+                lease: Duration::from_secs(30),
+                queue_timeout: timeout,
+                queued: false,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            queued,
+            tower_lock::backend::FairAttempt::Queued { .. }
+        ));
+    }
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let live = procs.queue_waiter(0, &name, 1, &order, 6).await;
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    live.await.unwrap();
+    let after = asked.elapsed();
+    assert!(
+        after < timeout * 2,
+        "the live waiter held {after:?} after five dead waiters asked: they must cost one \
+         queue timeout ({timeout:?}) in all"
+    );
+    assert_eq!(*order.lock().unwrap(), vec![1]);
+    assert_eq!(procs.queue(&name).await, (0, 0));
+}
+
 /// Waiters dropped at every point of their wait (queued, or with an attempt on its way)
 /// leave the queue and the deadline set empty; the manager forgets them.
 async fn dropped_waiters_leave_the_queue(backend: BackendUnderTest) {
@@ -278,6 +322,7 @@ backend_suite!(
     arrival_order_is_acquisition_order_across_processes,
     live_waiters_keep_their_places_past_the_queue_timeout,
     a_dead_head_is_dropped_and_the_next_goes_on,
+    dead_waiters_are_dropped_together,
     dropped_waiters_leave_the_queue,
     holds_reenter_and_report_loss,
 );

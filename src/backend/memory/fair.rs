@@ -35,26 +35,53 @@ struct Place {
 pub(super) type Wake = Option<(LockKey, OwnerId)>;
 
 impl Locks {
-    /// Drops the heads of `key`'s queue whose place ran out; whether any was dropped.
-    fn evict(&mut self, key: &LockKey, now: Instant) -> bool {
+    /// Drops the heads of `key`'s queue whose place ran out, moving the places behind up
+    /// by `step` for each (see fair.lua: dead waiters cost one queue timeout in all);
+    /// whether any was dropped.
+    fn evict(&mut self, key: &LockKey, now: Instant, step: Duration) -> bool {
         let Some(queue) = self.fair.get_mut(key) else {
             return false;
         };
-        let before = queue.0.len();
-        while queue.0.front().is_some_and(|place| place.deadline <= now) {
+        let mut moved = Duration::ZERO;
+        let mut dropped = false;
+        while queue.0.front().is_some_and(|place| {
+            place
+                .deadline
+                .checked_sub(moved)
+                .is_none_or(|deadline| deadline <= now)
+        }) {
             queue.0.pop_front();
+            dropped = true;
+            moved += step;
         }
-        let dropped = queue.0.len() < before;
+        for place in &mut queue.0 {
+            place.deadline = place.deadline.checked_sub(moved).unwrap_or(now);
+        }
         if queue.0.is_empty() {
             self.fair.remove(key);
         }
         dropped
     }
 
+    /// The first waiter of `key`'s queue whose place has not run out (dropping nobody:
+    /// operations without a queue timeout leave that to the waiters' own attempts), and
+    /// whether places that ran out are ahead of it.
+    fn first_alive(&self, key: &LockKey, now: Instant) -> Option<(&Place, bool)> {
+        let queue = self.fair.get(key)?;
+        let at = queue.0.iter().position(|place| place.deadline > now)?;
+        Some((&queue.0[at], at > 0))
+    }
+
     /// The head of `key`'s queue, to be told, unless it is `except`.
     fn head(&self, key: &LockKey, except: Option<&OwnerId>) -> Wake {
         let head = &self.fair.get(key)?.0.front()?.owner;
         (Some(head) != except).then(|| (key.clone(), head.clone()))
+    }
+
+    /// The first waiter whose place is alive, to be told that the lock is free.
+    fn alive_to_wake(&self, key: &LockKey, now: Instant) -> Wake {
+        let (place, _) = self.first_alive(key, now)?;
+        Some((key.clone(), place.owner.clone()))
     }
 
     /// `owner` takes the free lock; if it was the head, it leaves the queue and the places
@@ -107,23 +134,19 @@ impl Locks {
 /// A first try that never queues ([`AcquireArgs::expected`] is 0; a reentry is the plain
 /// lock's).
 pub(super) fn try_take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> (Attempt, Wake) {
-    let free = locks.live(&args.key, now).is_none();
-    let wake = if locks.evict(&args.key, now) && free {
-        locks.head(&args.key, None)
-    } else {
-        None
+    if let Some(lease) = locks.holder_lease(&args.key, now) {
+        return (Attempt::Busy(Some(lease)), None);
+    }
+    let Some((head, behind_dead)) = locks.first_alive(&args.key, now) else {
+        // Nobody queues, or every place ran out: the queue is over.
+        locks.fair.remove(&args.key);
+        locks.take_fair(&args.key, &args.owner, args.lease, Duration::ZERO, now);
+        return (Attempt::Acquired, None);
     };
-    let attempt = match locks.holder_lease(&args.key, now) {
-        Some(lease) => Attempt::Busy(Some(lease)),
-        None if locks.fair.contains_key(&args.key) => {
-            Attempt::Busy(Some(locks.head_deadline_in(&args.key, now)))
-        }
-        None => {
-            locks.take_fair(&args.key, &args.owner, args.lease, Duration::ZERO, now);
-            Attempt::Acquired
-        }
-    };
-    (attempt, wake)
+    let busy = Attempt::Busy(Some((head.deadline - now).max(Duration::from_millis(1))));
+    // Places that ran out are ahead of it: it may not know that its turn came.
+    let wake = behind_dead.then(|| (args.key.clone(), head.owner.clone()));
+    (busy, wake)
 }
 
 /// An attempt that queues, or keeps its place alive.
@@ -138,7 +161,7 @@ pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAt
         return (FairAttempt::Acquired, None);
     }
     let free = holder.is_none();
-    let dropped = locks.evict(key, now);
+    let dropped = locks.evict(key, now, step);
     let pttl = locks.holder_lease(key, now);
     let found = locks
         .fair
@@ -208,8 +231,7 @@ pub(super) fn release(
     if released == Released::StillHeld || !free {
         return None;
     }
-    locks.evict(&args.key, now);
-    locks.head(&args.key, None)
+    locks.alive_to_wake(&args.key, now)
 }
 
 /// A waiter leaves the queue; the places behind move up by its timeout.
@@ -227,7 +249,7 @@ pub(super) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> Wake {
         locks.fair.remove(&args.key);
     }
     if at == 0 && locks.live(&args.key, now).is_none() {
-        locks.evict(&args.key, now);
+        locks.evict(&args.key, now, args.queue_timeout);
         return locks.head(&args.key, None);
     }
     None

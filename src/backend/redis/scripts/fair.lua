@@ -13,18 +13,25 @@
 -- of this owner was answered queued.
 --
 -- Like Redisson's, a new place's deadline is the last place's plus one queue timeout; when
--- the head takes the lock (or a waiter leaves) the places behind move up by one timeout;
--- every script first drops heads whose deadline has passed. Unlike Redisson's:
+-- the head takes the lock (or a waiter leaves) the places behind move up by one timeout.
+-- Unlike Redisson's:
 -- - the time is the Redis server's (TIME), not each client's clock;
 -- - a waiter that is still waiting keeps its place: each 'q' attempt raises its deadline to
 --   at least now plus one timeout per place up to its own (Redisson #3004), and a waiter
 --   dropped as the head while it still waited goes back to the front;
 -- - so the first place needs no padding with the holder's lease (Redisson's: its waiters
 --   never renew theirs), and a dead waiter's place runs out one timeout after its last
---   attempt, once the places before it are gone;
--- - a head without a deadline (a half-written entry) is dropped instead of blocking the
---   queue for ever; dropping heads while the lock is free, a release that finds the lock
---   gone (its lease ran out) and a head that leaves all tell the new head (#3730);
+--   attempt;
+-- - a 'q' attempt drops the heads whose place ran out and moves the places behind up by
+--   one timeout for each, as a head taking the lock does: dead waiters (a killed
+--   process's) cost one queue timeout in all, however many there are (Redisson drops them
+--   one timeout after another);
+-- - 'a' and 'r' carry no queue timeout and drop nobody: they tell the first waiter whose
+--   place is alive that the lock is free, and its own 'q' drops the dead ones ahead of it;
+--   'a' takes a free lock whose places have all run out;
+-- - a head without a deadline (a half-written entry) counts as run out instead of blocking
+--   the queue for ever; a release that finds the lock gone (its lease ran out) and a head
+--   that leaves tell the next waiter too (#3730);
 -- - every operation applies at most once, like the plain lock's (the counts it carries).
 --
 -- Replies: 'a' ACQUIRED, LOST, or how long the lock stays busy (the holder's PTTL,
@@ -53,18 +60,44 @@ local function clock()
   return now
 end
 
--- Drops the heads whose place ran out (or that have none). Whether any was dropped, and
--- the head now (false: nobody queues).
-local function evict()
-  local dropped = false
+-- Drops the heads whose place ran out (or that have none); the places behind move up by
+-- `step` for each one dropped, as they do when a head takes the lock. So a run of dead
+-- waiters (a killed process's) costs one queue timeout in all, not one each (Redisson #3004,
+-- #3730): each dead place ran out one timeout after its last renewal, counted from where
+-- it stands now. Whether any was dropped, and the head now (false: nobody queues).
+local function evict(step)
+  local dropped, moved = 0, 0
+  local head
   while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then return dropped, head end
+    head = redis.call('lindex', queue, 0)
+    if not head then break end
     local deadline = tonumber(redis.call('zscore', deadlines, head))
-    if deadline and deadline > clock() then return dropped, head end
+    if deadline and deadline - moved > clock() then break end
     redis.call('lpop', queue)
     redis.call('zrem', deadlines, head)
-    dropped = true
+    dropped = dropped + 1
+    moved = moved + step
+  end
+  if moved > 0 and head then
+    for _, waiter in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+      redis.call('zincrby', deadlines, -moved, waiter)
+    end
+  end
+  return dropped > 0, head
+end
+
+-- The first waiter whose place has not run out, without dropping anyone (false: none).
+-- Operations that carry no queue timeout (a single try, a release) leave the dropping to
+-- the waiters' own attempts, which know by how much to move the places behind up; they
+-- only tell that waiter that the lock is free.
+local function first_alive()
+  local at = 0
+  while true do
+    local waiter = redis.call('lindex', queue, at)
+    if not waiter then return false end
+    local deadline = tonumber(redis.call('zscore', deadlines, waiter))
+    if deadline and deadline > clock() then return waiter end
+    at = at + 1
   end
 end
 
@@ -103,11 +136,17 @@ if op == 'a' then
     redis.call('pexpire', name, lease)
     return ACQUIRED
   end
-  local free = redis.call('exists', name) == 0
-  local dropped, head = evict()
-  if free and dropped then wake(head) end
-  if free and not head then return take(0, false) end
-  if free then return deadline_in(head) end
+  if redis.call('exists', name) == 0 then
+    local head = first_alive()
+    if not head then
+      -- Nobody queues, or every place ran out: the queue is over.
+      redis.call('del', queue, deadlines)
+      return take(0, false)
+    end
+    -- Places that ran out are ahead of it: it may not know that its turn came.
+    if head ~= redis.call('lindex', queue, 0) then wake(head) end
+    return deadline_in(head)
+  end
   local pttl = redis.call('pttl', name)
   if pttl < 0 then return BUSY_FOREVER end
   return pttl
@@ -118,7 +157,7 @@ if op == 'q' then
   -- A re-sent attempt that took the lock already.
   if redis.call('hexists', name, owner) == 1 then return ACQUIRED end
   local free = redis.call('exists', name) == 0
-  local dropped, head = evict()
+  local dropped, head = evict(step)
   -- Nobody queues: the lock is taken without a place.
   if free and not head then return take(step, false) end
   local pos
@@ -163,10 +202,7 @@ if op == 'r' then
   if count ~= expected then
     -- Not held (its lease ran out, or it was deleted). If the lock is free, its head must
     -- not wait for a message nobody else will send.
-    if redis.call('exists', name) == 0 then
-      local _, head = evict()
-      wake(head)
-    end
+    if redis.call('exists', name) == 0 then wake(first_alive()) end
     return NOT_HELD
   end
   if count > 1 then
@@ -175,8 +211,7 @@ if op == 'r' then
     return 0
   end
   redis.call('del', name)
-  local _, head = evict()
-  return UNLOCKED + wake(head)
+  return UNLOCKED + wake(first_alive())
 end
 
 if op == 'l' then
@@ -196,7 +231,7 @@ if op == 'l' then
   redis.call('zrem', deadlines, owner)
   -- A head that leaves while the lock is free passes the turn on.
   if at == 1 and redis.call('exists', name) == 0 then
-    local _, head = evict()
+    local _, head = evict(step)
     wake(head)
   end
   return 1
