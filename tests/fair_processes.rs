@@ -161,8 +161,7 @@ async fn ten_dead_waiters_cost_one_queue_timeout_in_all() {
 /// Redis restarts (without persistence) while fair waiters wait: the queue is gone; the
 /// waiters take places again (in the order they look again) and all get the lock, one at a
 /// time, with nothing left in the queue afterwards. A waiter whose attempt was on its way as
-/// Redis went away goes on under a new owner id (that attempt is undone in the background
-/// if it landed) — unlike the plain lock's, which then reports the backend unavailable.
+/// Redis went away waits for its answer (re-sent once Redis is back) or tries again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_while_fair_waiters_wait() {
     let mut server = RedisServer::start();

@@ -116,7 +116,7 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
         owner: OwnerId::from_raw("stuck:1"),
         lease: Duration::from_secs(30),
         queue_timeout: timeout,
-        queued: false,
+        was_head: false,
     };
     let queued = stuck.fair_acquire(stuck_args.clone()).await.unwrap();
     // Nobody held the lock: the first comer takes it without queueing.

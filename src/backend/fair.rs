@@ -21,11 +21,13 @@ pub struct FairArgs {
     /// dropped from the head of the queue this long after its last attempt. Every attempt
     /// keeps the place alive; the manager makes one at least every third of this.
     pub queue_timeout: Duration,
-    /// An earlier attempt of this owner was answered [`FairAttempt::Queued`]. If the owner
-    /// is missing from the queue now, it was dropped as the queue's head while it still
-    /// waited (its place ran out while it could not reach the backend, or a client with a
-    /// longer `queue_timeout` shortened it): it goes back to the front, where it was.
-    pub queued: bool,
+    /// This owner's last attempt was answered [`FairAttempt::Queued`] at the head of the
+    /// queue. If the owner is missing from the queue now, it was dropped as the head while
+    /// it still waited (its place ran out while it could not reach the backend, or a
+    /// client with a longer `queue_timeout` shortened it): it goes back to the front, where
+    /// it was. A waiter missing for another reason (the queue was lost with a Redis
+    /// restart) queues again at the back.
+    pub was_head: bool,
 }
 
 /// The outcome of one [`FairArgs`] attempt.
@@ -42,6 +44,8 @@ pub enum FairAttempt {
         retry_in: Duration,
         /// The holder's remaining lease, if the lock is held and has one.
         holder_lease: Option<Duration>,
+        /// The owner heads the queue (see [`FairArgs::was_head`]).
+        at_head: bool,
     },
 }
 

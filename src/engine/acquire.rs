@@ -10,7 +10,7 @@ use super::drop_safe::DropSafe;
 use super::guard::LockGuard;
 use super::hold::{Hold, NewHold};
 use super::manager::ManagerInner;
-use super::outage::{answer_within, GaveUp};
+use super::outage::{answer_by, answer_within, GaveUp};
 use super::renewal::Keeper;
 use super::unowned::{release_unowned, QueuedWaiter};
 use crate::backend::{AcquireArgs, Attempt, ReleaseArgs};
@@ -163,6 +163,9 @@ pub(super) struct Acquisition<'a> {
     deadline: Instant,
     /// When the holder's lease ends, as last seen.
     holder_until: Option<Instant>,
+    /// Its caller already waits (a multi-lock's parts after the first busy one): it rides
+    /// an outage out from its first attempt on, like a queued waiter.
+    waiting_already: bool,
 }
 
 impl<'a> Acquisition<'a> {
@@ -176,7 +179,17 @@ impl<'a> Acquisition<'a> {
             started,
             deadline,
             holder_until: None,
+            waiting_already: false,
         }
+    }
+
+    /// Its caller already waits: no failing fast (see [`LockRequest`]'s
+    /// `waiting_already`).
+    ///
+    /// [`LockRequest`]: super::request::LockRequest
+    pub(super) fn waiting_already(mut self, waiting: bool) -> Self {
+        self.waiting_already = waiting;
+        self
     }
 
     /// Tries, then waits in the local queue until acquired or the deadline.
@@ -188,11 +201,18 @@ impl<'a> Acquisition<'a> {
             .inner
             .queues()
             .local_state(&self.want.key, self.want.kind);
-        let mut holder_lease = None;
+        let (mut holder_lease, mut first_error) = (None, None);
         if local == Local::Free || (local == Local::Held && self.wait.is_zero()) {
-            match self.first_try().await? {
-                Ok(grant) => return Ok(grant),
-                Err(lease) => holder_lease = lease,
+            match self.first_try().await {
+                Ok(Ok(grant)) => return Ok(grant),
+                Ok(Err(lease)) => holder_lease = lease,
+                // A caller that waits already rides the failure out while its wait lasts.
+                Err(LockError::Unavailable(error))
+                    if self.waiting_already && !self.wait.is_zero() =>
+                {
+                    (holder_lease, first_error) = (Some(ERROR_RETRY), Some(error));
+                }
+                Err(error) => return Err(error),
             }
             if self.wait.is_zero() {
                 return Err(self.timed_out());
@@ -200,7 +220,7 @@ impl<'a> Acquisition<'a> {
         } else if self.wait.is_zero() {
             return Err(self.timed_out());
         }
-        self.wait_in_queue(holder_lease).await
+        self.wait_in_queue(holder_lease, first_error).await
     }
 
     /// One attempt now, whatever waits or holds in this process (a downgrade: the writer
@@ -230,7 +250,11 @@ impl<'a> Acquisition<'a> {
             .is_some_and(|limit| limit <= self.wait);
         let deadline = (!self.wait.is_zero() && !bounded).then_some(self.deadline);
         let attempt = attempt(self.inner, self.want);
-        let result = match answer_within(attempt, deadline, self.inner).await {
+        let answer = match deadline {
+            Some(deadline) if self.waiting_already => answer_by(attempt, deadline).await,
+            _ => answer_within(attempt, deadline, self.inner).await,
+        };
+        let result = match answer {
             Ok(result) => result,
             Err(GaveUp::Deadline) => Err(BackendError::new(format!(
                 "no answer from the lock backend within the wait ({:?})",
@@ -254,28 +278,30 @@ impl<'a> Acquisition<'a> {
 
     /// Waits in the local queue: retries when told to (an unlock, a release here, a lost
     /// subscription) or when the holder's lease as last seen ends, until the deadline.
-    async fn wait_in_queue(mut self, holder_lease: Option<Duration>) -> Result<Grant, LockError> {
+    async fn wait_in_queue(
+        mut self,
+        holder_lease: Option<Duration>,
+        first_error: Option<BackendError>,
+    ) -> Result<Grant, LockError> {
         let (inner, want) = (self.inner, self.want);
         let ticket =
             inner
                 .queues()
                 .join(&want.key, want.kind, holder_lease, &want.owner, want.lease);
         let mut queued = QueuedWaiter::new(ticket, inner, want);
-        let mut last_error: Option<BackendError> = None;
+        let mut last_error = first_error;
         let mut error_retry = ERROR_RETRY;
         loop {
             match queued.ticket().turn() {
                 Turn::Try => {
                     let sent = Instant::now();
-                    let attempt = attempt(inner, want);
-                    match answer_within(attempt, Some(self.deadline), inner).await {
-                        Err(GaveUp::Deadline) => break,
-                        // Its owner id is not used again: the attempt may still land, and
-                        // is undone in the background if it does.
-                        Err(GaveUp::Unreachable) => {
-                            last_error = Some(backend_down());
-                            break;
-                        }
+                    // Queued, it rides an outage out while its wait lasts: its attempt
+                    // waits for an answer even behind a reconnect, and a failed one is
+                    // tried again. Given up at the deadline, the attempt may still land,
+                    // and is undone in the background if it does (the owner id is not
+                    // used again).
+                    match answer_by(attempt(inner, want), self.deadline).await {
+                        Err(_) => break,
                         Ok(Ok(attempt @ (Attempt::Acquired | Attempt::Fenced(_)))) => {
                             let claim = inner.queues().claim(&want.key, want.kind);
                             queued.acquired();
@@ -292,7 +318,6 @@ impl<'a> Acquisition<'a> {
                         }
                         Ok(Ok(Attempt::Lost)) => queued.ticket().busy(None),
                         Ok(Err(error)) => {
-                            // Ride out a short outage while the deadline allows.
                             last_error = Some(error);
                             queued.ticket().busy(Some(error_retry));
                             error_retry = (error_retry * 2).min(Duration::from_secs(1));

@@ -14,7 +14,7 @@ use super::acquire::{
 };
 use super::drop_safe::DropSafe;
 use super::manager::ManagerInner;
-use super::outage::{answer_within, GaveUp};
+use super::outage::{answer_by, answer_within, GaveUp};
 use super::unowned::release_unowned;
 use crate::backend::{FairArgs, FairAttempt, LeaveArgs};
 use crate::error::{BackendError, LockError};
@@ -25,15 +25,14 @@ use crate::wait::FairTicket;
 /// A fair acquisition under way.
 pub(super) struct FairAcquisition<'a> {
     inner: &'a Arc<ManagerInner>,
-    /// Its owner id is changed if the waiter goes on under a new one.
-    want: &'a mut Want,
+    want: &'a Want,
     wait: Duration,
     /// This waiter's queue timeout: the shorter of its wait and the manager's.
     timeout: Duration,
 }
 
 impl<'a> FairAcquisition<'a> {
-    pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a mut Want, wait: Duration) -> Self {
+    pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a Want, wait: Duration) -> Self {
         let timeout = wait
             .min(inner.settings().fair_queue_timeout)
             .max(Duration::from_millis(10));
@@ -64,32 +63,26 @@ impl<'a> FairAcquisition<'a> {
         loop {
             let sent = Instant::now();
             place.in_flight = true;
-            let answer = answer_within(place.attempt(), Some(deadline), inner).await;
+            // A first attempt fails fast while the backend cannot be reached; a queued
+            // waiter's waits for its answer, even behind a reconnect, within its wait.
+            let answer = if first {
+                answer_within(place.attempt(), Some(deadline), inner).await
+            } else {
+                answer_by(place.attempt(), deadline).await
+            };
             // Given up on (the deadline, an outage): the attempt's own undo leaves the queue
             // once it has landed, so the place must not leave before it.
             place.in_flight = answer.is_err();
             let next_try = match answer {
                 Err(GaveUp::Deadline) => break,
+                // Only a first attempt gives up on a backend that cannot be reached (fail
+                // fast, as below).
                 Err(GaveUp::Unreachable) => {
                     last_error = Some(backend_down());
-                    if first {
-                        break; // fail fast, as below
-                    }
-                    // The attempt may still land; its undo then releases and leaves under
-                    // this owner id, which is therefore never used again. The waiter goes on
-                    // under a new one, from the back of the queue (after a restart, the
-                    // queue is gone anyway).
-                    let renewed = Want {
-                        owner: inner.next_owner(),
-                        ..place.want.clone()
-                    };
-                    place = Place::new(inner, renewed, self.timeout);
-                    error_retry = (error_retry * 2).min(Duration::from_secs(1));
-                    Instant::now() + error_retry / 2
+                    break;
                 }
                 Ok(Ok(FairAttempt::Acquired)) => {
                     place.acquired = true;
-                    want.owner = place.want.owner.clone();
                     let claim = inner.queues().claim(&key, LockKind::Fair);
                     return Ok(Grant {
                         lease_from: sent,
@@ -100,9 +93,11 @@ impl<'a> FairAcquisition<'a> {
                 Ok(Ok(FairAttempt::Queued {
                     retry_in,
                     holder_lease,
+                    at_head,
                 })) => {
                     (last_error, error_retry) = (None, ERROR_RETRY);
                     place.queued = true;
+                    place.at_head = at_head;
                     holder_until = holder_lease.map(|lease| sent + lease);
                     // Renew the place every third of its timeout.
                     sent + retry_in.min(self.timeout / 3)
@@ -154,8 +149,7 @@ struct Place<'a> {
     /// Its registration for its turn, once an attempt did not take the lock.
     ticket: Option<FairTicket>,
     inner: &'a Arc<ManagerInner>,
-    /// What it asks for, under its owner id (a new one after an attempt lost with the
-    /// connection).
+    /// What it asks for, under its owner id.
     want: Want,
     timeout: Duration,
     /// An attempt is on its way: if it is dropped, its own undo leaves the queue (after it
@@ -165,6 +159,8 @@ struct Place<'a> {
     acquired: bool,
     /// An attempt was answered queued.
     queued: bool,
+    /// The last attempt was answered queued at the head of the queue.
+    at_head: bool,
     /// An attempt failed without an answer: it may have taken the lock.
     uncertain: bool,
 }
@@ -179,6 +175,7 @@ impl<'a> Place<'a> {
             in_flight: false,
             acquired: false,
             queued: false,
+            at_head: false,
             uncertain: false,
         }
     }
@@ -191,7 +188,7 @@ impl<'a> Place<'a> {
             owner: self.want.owner.clone(),
             lease: self.want.lease,
             queue_timeout: self.timeout,
-            queued: self.queued,
+            was_head: self.at_head,
         };
         let (inner, want, timeout) = (self.inner.clone(), self.want.clone(), self.timeout);
         DropSafe::new(self.inner.store().fair_acquire(args), move |result| {

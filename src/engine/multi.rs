@@ -128,9 +128,10 @@ impl MultiLockRequest {
             release_all(held).await;
             return Err(self.waited(error, started));
         }
+        // From here on the multi-lock waits: an outage is ridden out while its wait lasts.
         for key in &keys[busy..] {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.part(key).wait(left).acquire().await {
+            match self.part(key).waiting_already().wait(left).acquire().await {
                 Ok(guard) => held.push(guard),
                 Err(error) => {
                     release_all(held).await;

@@ -10,6 +10,10 @@
 //! [`DropSafe`], so one that still lands later is finished in the background and undone
 //! there.
 //!
+//! A waiter already queued is different: it waits anyway, so its attempts wait for their
+//! answer (an attempt held behind a reconnect is sent once Redis is back) until the
+//! waiter's own deadline, with [`answer_by`].
+//!
 //! [`Notices::connection_lost`]: crate::backend::Notices::connection_lost
 //! [`DropSafe`]: super::drop_safe::DropSafe
 
@@ -80,4 +84,17 @@ pub(crate) async fn answer_within<F: Future>(
         Poll::Pending
     })
     .await
+}
+
+/// Awaits a queued waiter's `operation` until `deadline`, whether or not the backend can be
+/// reached meanwhile: the waiter waits anyway, and an attempt held behind a reconnect is
+/// answered once the backend is back (or fails by itself, and the waiter tries again).
+/// `operation` must be safe to drop at any point.
+pub(crate) async fn answer_by<F: Future>(
+    operation: F,
+    deadline: Instant,
+) -> Result<F::Output, GaveUp> {
+    tokio::time::timeout_at(deadline, operation)
+        .await
+        .map_err(|_| GaveUp::Deadline)
 }

@@ -25,6 +25,10 @@ pub struct LockRequest {
     kind: LockKind,
     wait: Duration,
     fixed_lease: Option<Duration>,
+    /// The caller already waits (a multi-lock's parts after the first busy one): no
+    /// failing fast while the backend cannot be reached; an outage is ridden out while the
+    /// wait lasts, as by a waiter already queued.
+    waiting_already: bool,
 }
 
 impl std::fmt::Debug for LockRequest {
@@ -51,7 +55,14 @@ impl LockRequest {
             kind,
             wait,
             fixed_lease: None,
+            waiting_already: false,
         }
+    }
+
+    /// The caller already waits: see the field `waiting_already`.
+    pub(super) fn waiting_already(mut self) -> Self {
+        self.waiting_already = true;
+        self
     }
 
     /// How long [`acquire`](Self::acquire) waits for the lock before it fails with
@@ -180,8 +191,8 @@ impl LockRequest {
         let (kind, wait) = (self.kind, self.wait);
         let span = telemetry::acquire_span(&key, kind, wait);
         let mut record = CancelRecord::new(&span);
-        let mut want = self.want(key);
-        let granted = self.grant(&mut want).instrument(span.clone()).await;
+        let want = self.want(key);
+        let granted = self.grant(&want).instrument(span.clone()).await;
         let waited = record.done();
         telemetry::acquired(&span, kind, wait, waited, granted.as_ref().map(|_| ()));
         let grant = granted?;
@@ -195,9 +206,7 @@ impl LockRequest {
     }
 
     /// Waits for the lock as `want` says.
-    /// A fair waiter may end up holding under another owner id than it started with (see
-    /// `fair.rs`): `want` is updated.
-    async fn grant(&self, want: &mut Want) -> Result<Grant, LockError> {
+    async fn grant(&self, want: &Want) -> Result<Grant, LockError> {
         let inner = &self.manager;
         // Waiting needs the current runtime's timers (one remembered from before will not
         // do); a backend acquisition always comes here, and a round trip dwarfs the check.
@@ -206,13 +215,16 @@ impl LockRequest {
         }
         // The backend knows it cannot be reached: say so now rather than queue behind a
         // reconnect (a waiter already queued rides the outage out while its wait lasts).
-        if !inner.store().is_available() {
+        if !inner.store().is_available() && !self.waiting_already {
             return Err(LockError::Unavailable(super::acquire::backend_down()));
         }
         if want.kind == LockKind::Fair {
             return FairAcquisition::new(inner, want, self.wait).run().await;
         }
-        Acquisition::new(inner, want, self.wait).run().await
+        Acquisition::new(inner, want, self.wait)
+            .waiting_already(self.waiting_already)
+            .run()
+            .await
     }
 }
 

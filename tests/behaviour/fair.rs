@@ -180,7 +180,7 @@ async fn a_dead_head_is_dropped_and_the_next_goes_on(backend: BackendUnderTest) 
             owner: OwnerId::from_raw("ghost:1"),
             lease: Duration::from_secs(30),
             queue_timeout: timeout,
-            queued: false,
+            was_head: false,
         })
         .await
         .unwrap();
@@ -222,7 +222,7 @@ async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
                 owner: OwnerId::from_raw(&format!("ghost:{n}")),
                 lease: Duration::from_secs(30),
                 queue_timeout: timeout,
-                queued: false,
+                was_head: false,
             })
             .await
             .unwrap();

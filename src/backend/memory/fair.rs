@@ -78,10 +78,13 @@ impl Locks {
         (Some(head) != except).then(|| (key.clone(), head.clone()))
     }
 
-    /// The first waiter whose place is alive, to be told that the lock is free.
+    /// The waiter to tell that the lock is free: the first whose place is alive, or the
+    /// head when every place ran out (its own attempt sorts the queue out, see fair.lua).
     fn alive_to_wake(&self, key: &LockKey, now: Instant) -> Wake {
-        let (place, _) = self.first_alive(key, now)?;
-        Some((key.clone(), place.owner.clone()))
+        match self.first_alive(key, now) {
+            Some((place, _)) => Some((key.clone(), place.owner.clone())),
+            None => self.head(key, None),
+        }
     }
 
     /// `owner` takes the free lock; if it was the head, it leaves the queue and the places
@@ -175,8 +178,12 @@ pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAt
     let queue = locks.fair.entry(key.clone()).or_default();
     let pos = match found {
         Some(pos) => pos,
-        None if args.queued && !empty => {
-            // Dropped as the head while it still waited: back to the front.
+        None if args.was_head && !empty => {
+            // Dropped as the head while it still waited: back to the front; the places
+            // behind move back by one timeout, as they moved up when it was dropped.
+            for place in &mut queue.0 {
+                place.deadline += step;
+            }
             let place = Place {
                 owner: owner.clone(),
                 deadline: now,
@@ -216,6 +223,7 @@ pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAt
     let queued = FairAttempt::Queued {
         retry_in,
         holder_lease: pttl,
+        at_head: pos == 0,
     };
     (queued, wake)
 }

@@ -55,18 +55,30 @@ pub(super) fn servers(config: &Config) -> String {
     hosts.join(", ")
 }
 
-/// Tells the manager when `client` loses its connection. fred reports the loss (its error
-/// broadcast) before it says so in its state, which changes only when its first reconnect
-/// attempt starts (at once: see `build`): operations pending on the lost connection are
-/// told once the state has changed, so that they find the backend unavailable (see
-/// `Notices::connection_lost`).
+/// Tells the manager when `client` loses its connection, and when it has it back. fred
+/// reports the loss (its error broadcast) before it says so in its state, which changes
+/// only when its first reconnect attempt starts (at once: see `build`): operations pending
+/// on the lost connection are told once the state has changed, so that they find the
+/// backend unavailable (see `Notices::connection_lost`). Once it is connected again, every
+/// waiting head tries at once (`Notices::resync`): one that failed during the outage would
+/// otherwise sleep out its back-off while the lock may be free.
 pub(super) async fn notice_outages(client: Client, notices: Notices) {
     use tokio::sync::broadcast::error::RecvError;
     let mut errors = client.error_rx();
+    let mut reconnects = client.reconnect_rx();
     loop {
-        match errors.recv().await {
-            Ok(_) | Err(RecvError::Lagged(_)) => {}
-            Err(RecvError::Closed) => return,
+        tokio::select! {
+            error = errors.recv() => match error {
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
+            reconnect = reconnects.recv() => {
+                match reconnect {
+                    Ok(_) | Err(RecvError::Lagged(_)) => notices.resync(),
+                    Err(RecvError::Closed) => return,
+                }
+                continue;
+            }
         }
         for _ in 0..100 {
             if !client.is_connected() {

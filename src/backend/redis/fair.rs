@@ -19,8 +19,8 @@ use crate::kind::LockKind;
 pub(super) enum FairOp {
     /// Acquire without queueing (`count`: the owner's holds before).
     Try { count: u32 },
-    /// Acquire or queue (`queued`: an earlier attempt was answered queued).
-    Queue { timeout: Duration, queued: bool },
+    /// Acquire or queue (`was_head`: the last attempt was answered queued at the head).
+    Queue { timeout: Duration, was_head: bool },
     /// Release (`count`: the owner's holds before).
     Release { count: u32 },
     /// Leave the queue.
@@ -32,8 +32,8 @@ impl FairOp {
     fn arguments(self) -> (&'static str, i64, &'static str) {
         match self {
             FairOp::Try { count } => ("a", i64::from(count), "0"),
-            FairOp::Queue { timeout, queued } => {
-                ("q", millis(timeout), if queued { "1" } else { "0" })
+            FairOp::Queue { timeout, was_head } => {
+                ("q", millis(timeout), if was_head { "1" } else { "0" })
             }
             FairOp::Release { count } => ("r", i64::from(count), "0"),
             FairOp::Leave { timeout } => ("l", millis(timeout), "0"),
@@ -128,7 +128,7 @@ impl RedisBackend {
         );
         let op = FairOp::Queue {
             timeout: args.queue_timeout,
-            queued: args.queued,
+            was_head: args.was_head,
         };
         let reply = self.fair(op, args.key, args.owner, args.lease);
         Box::pin(async move {
@@ -173,11 +173,14 @@ pub(super) fn decode_try(reply: Value) -> Result<Attempt, BackendError> {
 /// A queued attempt's reply, decoded.
 pub(super) fn decode_queue(reply: Value) -> Result<FairAttempt, BackendError> {
     if let Value::Array(ref parts) = reply {
-        if let [Value::Integer(retry), Value::Integer(pttl)] = parts.as_slice() {
-            if *retry >= 0 {
+        if let [Value::Integer(retry), Value::Integer(pttl), Value::Integer(head)] =
+            parts.as_slice()
+        {
+            if *retry >= 0 && (*head == 0 || *head == 1) {
                 return Ok(FairAttempt::Queued {
                     retry_in: Duration::from_millis(*retry as u64),
                     holder_lease: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
+                    at_head: *head == 1,
                 });
             }
         }
@@ -219,12 +222,17 @@ mod tests {
 
     #[test]
     fn every_reply_is_decoded_or_an_error() {
-        let queued = Value::Array(vec![Value::Integer(250), Value::Integer(-2)]);
+        let queued = Value::Array(vec![
+            Value::Integer(250),
+            Value::Integer(-2),
+            Value::Integer(1),
+        ]);
         assert_eq!(
             decode_queue(queued).unwrap(),
             FairAttempt::Queued {
                 retry_in: Duration::from_millis(250),
-                holder_lease: None
+                holder_lease: None,
+                at_head: true,
             }
         );
         assert_eq!(
@@ -235,6 +243,12 @@ mod tests {
             Value::Integer(3),
             Value::Array(vec![Value::Integer(-5), Value::Integer(1)]),
             Value::Array(vec![Value::Integer(5)]),
+            Value::Array(vec![Value::Integer(5), Value::Integer(1)]),
+            Value::Array(vec![
+                Value::Integer(5),
+                Value::Integer(1),
+                Value::Integer(2),
+            ]),
         ] {
             assert!(decode_queue(bad).is_err());
         }

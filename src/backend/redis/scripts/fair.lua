@@ -86,17 +86,20 @@ local function evict(step)
   return dropped > 0, head
 end
 
--- The first waiter whose place has not run out, without dropping anyone (false: none).
--- Operations that carry no queue timeout (a single try, a release) leave the dropping to
--- the waiters' own attempts, which know by how much to move the places behind up; they
--- only tell that waiter that the lock is free.
+-- The first waiter whose place has not run out, and true, without dropping anyone;
+-- operations that carry no queue timeout (a single try, a release) leave the dropping to
+-- the waiters' own attempts, which know by how much to move the places behind up, and
+-- only tell that waiter that the lock is free. When every place ran out: the head, and
+-- false (its own attempt drops what is dead and sorts the rest out: a place can run out
+-- while its waiter lives, cut off from Redis for a timeout, or moved up by a Redisson
+-- client's longer timeout). Nobody queues: false, false.
 local function first_alive()
   local at = 0
   while true do
     local waiter = redis.call('lindex', queue, at)
-    if not waiter then return false end
+    if not waiter then return redis.call('lindex', queue, 0), false end
     local deadline = tonumber(redis.call('zscore', deadlines, waiter))
-    if deadline and deadline > clock() then return waiter end
+    if deadline and deadline > clock() then return waiter, true end
     at = at + 1
   end
 end
@@ -137,8 +140,8 @@ if op == 'a' then
     return ACQUIRED
   end
   if redis.call('exists', name) == 0 then
-    local head = first_alive()
-    if not head then
+    local head, alive = first_alive()
+    if not alive then
       -- Nobody queues, or every place ran out: the queue is over.
       redis.call('del', queue, deadlines)
       return take(0, false)
@@ -153,7 +156,7 @@ if op == 'a' then
 end
 
 if op == 'q' then
-  local step, rejoin = tonumber(ARGV[4]), ARGV[5] == '1'
+  local step, was_head = tonumber(ARGV[4]), ARGV[5] == '1'
   -- A re-sent attempt that took the lock already.
   if redis.call('hexists', name, owner) == 1 then return ACQUIRED end
   local free = redis.call('exists', name) == 0
@@ -163,8 +166,12 @@ if op == 'q' then
   local pos
   if head == owner then pos = 0 else pos = redis.call('lpos', queue, owner) end
   if not pos then
-    if rejoin and head then
-      -- Dropped as the head while it still waited: back to the front, where it was.
+    if was_head and head then
+      -- Dropped as the head while it still waited: back to the front, where it was. The
+      -- places behind move back by one timeout, as they moved up when it was dropped.
+      for _, waiter in ipairs(redis.call('zrange', deadlines, 0, -1)) do
+        redis.call('zincrby', deadlines, step, waiter)
+      end
       redis.call('lpush', queue, owner)
       pos = 0
     else
@@ -192,7 +199,9 @@ if op == 'q' then
   elseif pttl >= 0 then
     retry = pttl
   end
-  return {retry, pttl}
+  local at_head = 0
+  if pos == 0 then at_head = 1 end
+  return {retry, pttl, at_head}
 end
 
 if op == 'r' then
