@@ -166,9 +166,91 @@ async fn a_silent_readers_holds_expire_alone(backend: BackendUnderTest) {
     assert_eq!(lock.release(Write, "w", 1).await, Released::Unlocked);
 }
 
+/// A writer that waits behind readers marks its wait: new readers hold back (a reader's
+/// reentry does not), the readers drain and the writer gets in, then readers go on. A
+/// single try marks nothing; a writer that stops waiting lets readers in at once.
+async fn a_waiting_writer_holds_new_readers_back(backend: BackendUnderTest) {
+    let lock = lock_on(backend, "rw-writer-waits").await;
+    assert_eq!(lock.acquire(Read, "reader:1", 0).await, Attempt::Acquired);
+    // A single try leaves no mark.
+    assert!(busy(lock.acquire(Write, "writer:1", 0).await));
+    assert_eq!(lock.acquire(Read, "reader:2", 0).await, Attempt::Acquired);
+    assert_eq!(lock.release(Read, "reader:2", 1).await, Released::Unlocked);
+    // A waiting writer marks its wait; it retries within a third of its lease.
+    match lock.acquire_waiting(Write, "writer:1", LEASE).await {
+        Attempt::Busy(Some(retry)) => assert!(retry <= LEASE / 3, "{retry:?}"),
+        other => panic!("the writer waits: {other:?}"),
+    }
+    assert!(
+        busy(lock.acquire(Read, "reader:2", 0).await),
+        "a new reader holds back behind the waiting writer"
+    );
+    assert_eq!(
+        lock.acquire(Read, "reader:1", 1).await,
+        Attempt::Acquired,
+        "a reentry does not hold back"
+    );
+    assert_eq!(lock.release(Read, "reader:1", 2).await, Released::StillHeld);
+    assert_eq!(lock.release(Read, "reader:1", 1).await, Released::Unlocked);
+    assert_eq!(
+        lock.acquire_waiting(Write, "writer:1", LEASE).await,
+        Attempt::Acquired
+    );
+    assert_eq!(lock.release(Write, "writer:1", 1).await, Released::Unlocked);
+    // Its mark went with its acquisition: readers go on.
+    assert_eq!(lock.acquire(Read, "reader:2", 0).await, Attempt::Acquired);
+    // Another writer marks its wait behind reader 2; a third one gets in first once the
+    // reader is gone (writers race, as in Redisson), and its downgrade is not held back by
+    // the other writer's mark.
+    assert!(busy(lock.acquire_waiting(Write, "writer:2", LEASE).await));
+    assert_eq!(lock.release(Read, "reader:2", 1).await, Released::Unlocked);
+    assert_eq!(lock.acquire(Write, "writer:3", 0).await, Attempt::Acquired);
+    assert_eq!(lock.acquire(Read, "writer:3", 0).await, Attempt::Acquired);
+    assert_eq!(lock.release(Read, "writer:3", 1).await, Released::Unlocked);
+    assert_eq!(lock.release(Write, "writer:3", 1).await, Released::Unlocked);
+    // Writer 2 still marks its wait: a new reader holds back, and writer 2 gets in.
+    assert!(busy(lock.acquire(Read, "reader:2", 0).await));
+    assert_eq!(
+        lock.acquire_waiting(Write, "writer:2", LEASE).await,
+        Attempt::Acquired
+    );
+    assert_eq!(lock.release(Write, "writer:2", 1).await, Released::Unlocked);
+    assert_eq!(lock.acquire(Read, "reader:2", 0).await, Attempt::Acquired);
+    // A writer that stops waiting takes its mark back.
+    assert!(busy(lock.acquire_waiting(Write, "writer:2", LEASE).await));
+    assert!(busy(lock.acquire(Read, "reader:3", 0).await));
+    lock.stop_waiting(Write, "writer:2").await;
+    assert_eq!(lock.acquire(Read, "reader:3", 0).await, Attempt::Acquired);
+    assert_eq!(lock.release(Read, "reader:3", 1).await, Released::Unlocked);
+    assert_eq!(lock.release(Read, "reader:2", 1).await, Released::Unlocked);
+}
+
+/// A dead writer's mark runs out with its lease, and new readers go on.
+async fn a_dead_writers_mark_runs_out(backend: BackendUnderTest) {
+    let lock = lock_on(backend, "rw-dead-writer").await;
+    assert_eq!(lock.acquire(Read, "reader:1", 0).await, Attempt::Acquired);
+    let short = Duration::from_millis(300);
+    assert!(busy(
+        lock.acquire_waiting(Write, "writer:dead", short).await
+    ));
+    let held_back = match lock.acquire(Read, "reader:2", 0).await {
+        Attempt::Busy(Some(until)) => until,
+        other => panic!("held back behind the writer's mark: {other:?}"),
+    };
+    assert!(held_back <= short, "until the mark runs out: {held_back:?}");
+    support::eventually("the dead writer's mark runs out", || async {
+        (lock.acquire(Read, "reader:2", 0).await == Attempt::Acquired).then_some(())
+    })
+    .await;
+    assert_eq!(lock.release(Read, "reader:2", 1).await, Released::Unlocked);
+    assert_eq!(lock.release(Read, "reader:1", 1).await, Released::Unlocked);
+}
+
 backend_suite!(
     [Memory, Redis, Cluster]
     readers_share_and_a_writer_excludes,
+    a_waiting_writer_holds_new_readers_back,
+    a_dead_writers_mark_runs_out,
     the_writer_may_read_a_reader_may_not_write,
     counts_apply_at_most_once,
     a_silent_readers_holds_expire_alone,

@@ -347,6 +347,7 @@ async fn operations_dropped_unpolled_free_their_send_slots() {
         owner: OwnerId::from_raw("dropped-unpolled:1"),
         lease: Duration::from_secs(30),
         expected: 0,
+        waits: false,
     };
     for _ in 0..3 {
         drop(backend.acquire(args("never-sent")));

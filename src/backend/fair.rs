@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
 
 /// One attempt of a fair waiter: take the lock if it is free and nobody is queued before
 /// this owner, else join the queue (or stay in it, keeping the place alive).
@@ -49,14 +50,17 @@ pub enum FairAttempt {
     },
 }
 
-/// A fair waiter that stops waiting (its wait ended, or its acquisition was dropped).
+/// A waiter that stops waiting (its wait ended, or its acquisition was dropped): a fair
+/// waiter, which leaves the queue, or a writer, which takes back the mark of its wait.
 #[derive(Debug, Clone)]
 pub struct LeaveArgs {
     /// The lock.
     pub key: LockKey,
+    /// Its kind ([`LockKind::Fair`] or [`LockKind::Write`]; others have nothing to leave).
+    pub kind: LockKind,
     /// The waiter.
     pub owner: OwnerId,
-    /// The waiter's [`FairArgs::queue_timeout`]: the places behind it move up by this much
-    /// (Redisson's `acquireFailed`).
+    /// A fair waiter's [`FairArgs::queue_timeout`]: the places behind it move up by this
+    /// much (Redisson's `acquireFailed`).
     pub queue_timeout: Duration,
 }

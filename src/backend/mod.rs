@@ -80,6 +80,11 @@ pub struct AcquireArgs {
     /// must apply an attempt at most once: an attempt re-sent after it already took effect
     /// finds the count at `expected + 1` and reports `Acquired` without counting again.
     pub expected: u32,
+    /// The acquirer goes on waiting if this attempt finds the lock busy (`false` for a
+    /// single try and a reentry). A writer ([`LockKind::Write`]) that waits behind readers
+    /// then marks its wait, so that new readers hold back until it got in or stopped
+    /// waiting ([`Backend::leave_queue`]).
+    pub waits: bool,
 }
 
 /// One release.
@@ -229,8 +234,10 @@ pub trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// Takes a fair waiter out of the queue (it stopped waiting). Removing one that is not
-    /// queued changes nothing. Default: nothing to do.
+    /// A waiter stopped waiting (its wait ended, or its acquisition was dropped): a fair
+    /// waiter ([`LockKind::Fair`]) leaves the queue; a writer ([`LockKind::Write`]) takes
+    /// back the mark of its wait, and readers held back by it alone are told. Removing one
+    /// that is not queued changes nothing. Default: nothing to do.
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
         let _ = args;
         Box::pin(std::future::ready(Ok(())))

@@ -12,7 +12,7 @@ use super::hold::{Hold, NewHold};
 use super::manager::ManagerInner;
 use super::outage::{answer_by, answer_within, GaveUp};
 use super::renewal::Keeper;
-use super::unowned::{release_unowned, QueuedWaiter};
+use super::unowned::{release_unowned, stop_waiting, QueuedWaiter};
 use crate::backend::{AcquireArgs, Attempt, ReleaseArgs};
 use crate::error::{BackendError, LockError};
 use crate::key::{LockKey, OwnerId};
@@ -41,14 +41,16 @@ pub(super) struct Want {
 }
 
 impl Want {
-    /// The backend arguments of a first acquisition.
-    pub(super) fn args(&self) -> AcquireArgs {
+    /// The backend arguments of a first acquisition; `waits`: the acquirer goes on
+    /// waiting if it finds the lock busy.
+    pub(super) fn args(&self, waits: bool) -> AcquireArgs {
         AcquireArgs {
             key: self.key.clone(),
             kind: self.kind,
             owner: self.owner.clone(),
             lease: self.lease,
             expected: 0,
+            waits,
         }
     }
 
@@ -99,20 +101,35 @@ pub(super) struct Grant {
     pub(super) token: Option<u64>,
 }
 
-/// One attempt, finished and undone in the background if it is dropped after it was sent.
-fn attempt(inner: &Arc<ManagerInner>, want: &Want) -> DropSafe<Result<Attempt, BackendError>> {
+/// One attempt, finished and undone in the background if it is dropped after it was sent
+/// (and a waiting writer's mark taken back). `waits`: the acquirer goes on waiting if the
+/// lock is busy.
+fn attempt(
+    inner: &Arc<ManagerInner>,
+    want: &Want,
+    waits: bool,
+) -> DropSafe<Result<Attempt, BackendError>> {
     let undo_inner = inner.clone();
     let (undo_key, undo_kind, undo_owner, lease) =
         (want.key.clone(), want.kind, want.owner.clone(), want.lease);
-    DropSafe::new(checked(inner, want.args()), move |result| {
-        // Busy: nothing was taken. Acquired, or an error (the attempt may have landed):
-        // release; releasing what was never taken changes nothing.
-        if let Ok(Attempt::Busy(_)) = result {
+    DropSafe::new(checked(inner, want.args(waits)), move |result| {
+        let marked = waits && undo_kind == LockKind::Write;
+        // Busy: nothing was taken (but a waiting writer may have marked its wait).
+        // Acquired, or an error (the attempt may have landed): release; releasing what was
+        // never taken changes nothing.
+        let took = !matches!(result, Ok(Attempt::Busy(_)));
+        if !took && !marked {
             return None;
         }
-        Some(release_unowned(
-            undo_inner, undo_key, undo_kind, undo_owner, lease,
-        ))
+        Some(Box::pin(async move {
+            if took {
+                let (key, owner) = (undo_key.clone(), undo_owner.clone());
+                release_unowned(undo_inner.clone(), key, undo_kind, owner, lease).await;
+            }
+            if marked {
+                stop_waiting(undo_inner, undo_key, undo_kind, undo_owner).await;
+            }
+        }))
     })
 }
 
@@ -249,7 +266,7 @@ impl<'a> Acquisition<'a> {
             .attempt_time_limit
             .is_some_and(|limit| limit <= self.wait);
         let deadline = (!self.wait.is_zero() && !bounded).then_some(self.deadline);
-        let attempt = attempt(self.inner, self.want);
+        let attempt = attempt(self.inner, self.want, !self.wait.is_zero());
         let answer = match deadline {
             Some(deadline) if self.waiting_already => answer_by(attempt, deadline).await,
             _ => answer_within(attempt, deadline, self.inner).await,
@@ -300,7 +317,7 @@ impl<'a> Acquisition<'a> {
                     // tried again. Given up at the deadline, the attempt may still land,
                     // and is undone in the background if it does (the owner id is not
                     // used again).
-                    match answer_by(attempt(inner, want), self.deadline).await {
+                    match answer_by(attempt(inner, want, true), self.deadline).await {
                         Err(_) => break,
                         Ok(Ok(attempt @ (Attempt::Acquired | Attempt::Fenced(_)))) => {
                             let claim = inner.queues().claim(&want.key, want.kind);

@@ -213,6 +213,7 @@ fn leave(
         }
         let args = LeaveArgs {
             key: want.key,
+            kind: LockKind::Fair,
             owner: want.owner,
             queue_timeout: timeout,
         };

@@ -156,6 +156,7 @@ impl Hold {
             owner: self.owner.clone(),
             lease: self.lease,
             expected,
+            waits: false,
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::acquire::Want;
 use super::manager::ManagerInner;
-use crate::backend::{BoxFuture, ReleaseArgs};
+use crate::backend::{BoxFuture, LeaveArgs, ReleaseArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -35,6 +35,30 @@ pub(super) fn release_unowned(
         let result = inner.store().release(undo).await;
         if matches!(result, Ok(reply) if reply.released == Released::Unlocked) {
             inner.queues().released_locally(&key, Wake::Now);
+        }
+    })
+}
+
+/// Tells the backend that `owner`, a waiter of `key`, stopped waiting (a writer takes back
+/// the mark of its wait; see [`Backend::leave_queue`]). Failing, the mark runs out with
+/// its lease.
+///
+/// [`Backend::leave_queue`]: crate::backend::Backend::leave_queue
+pub(super) fn stop_waiting(
+    inner: Arc<ManagerInner>,
+    key: LockKey,
+    kind: LockKind,
+    owner: OwnerId,
+) -> BoxFuture<()> {
+    Box::pin(async move {
+        let args = LeaveArgs {
+            key,
+            kind,
+            owner,
+            queue_timeout: Duration::ZERO,
+        };
+        if let Err(error) = inner.store().leave_queue(args).await {
+            tracing::debug!(target: TARGET, %error, "tower-lock: a waiting writer could not take back its mark; it runs out with its lease");
         }
     })
 }
@@ -76,22 +100,35 @@ impl Drop for QueuedWaiter<'_> {
         let Some(mut ticket) = self.ticket.take() else {
             return;
         };
-        let Some(owner) = ticket.leave() else {
+        let orphaned = ticket.leave();
+        let want = self.want;
+        // A writer that waited behind readers marked its wait in the backend.
+        let marked = want.kind == LockKind::Write;
+        if orphaned.is_none() && !marked {
+            return;
+        }
+        let Some(runtime) = self.inner.runtime() else {
+            tracing::warn!(target: TARGET, key = %want.key, "tower-lock: a waiter left outside a Tokio runtime; what it holds or marked ends with its lease");
             return;
         };
-        let want = self.want;
-        let release = release_unowned(
-            self.inner.clone(),
-            want.key.clone(),
-            want.kind,
-            owner,
-            want.lease,
-        );
-        match self.inner.runtime() {
-            Some(runtime) => drop(runtime.spawn(release)),
-            None => {
-                tracing::warn!(target: TARGET, key = %want.key, "tower-lock: a lock handed to a waiter that left outside a Tokio runtime ends with its lease")
-            }
+        if let Some(owner) = orphaned {
+            let release = release_unowned(
+                self.inner.clone(),
+                want.key.clone(),
+                want.kind,
+                owner,
+                want.lease,
+            );
+            drop(runtime.spawn(release));
+        }
+        if marked {
+            let leave = stop_waiting(
+                self.inner.clone(),
+                want.key.clone(),
+                want.kind,
+                want.owner.clone(),
+            );
+            drop(runtime.spawn(leave));
         }
     }
 }

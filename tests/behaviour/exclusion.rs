@@ -201,6 +201,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
         owner: owner.clone(),
         lease,
         expected,
+        waits: false,
     };
     let release = |owner: &tower_lock::OwnerId, expected| ReleaseArgs {
         key: key.clone(),

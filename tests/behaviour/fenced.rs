@@ -86,6 +86,7 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
         owner: OwnerId::from_raw("resender"),
         lease: Duration::from_secs(30),
         expected,
+        waits: false,
     };
     let first = store.acquire(args(0)).await.unwrap();
     let token = first.fencing_token().expect("acquired with a token");

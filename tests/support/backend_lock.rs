@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, ReleaseArgs, RenewArgs};
+use tower_lock::backend::{AcquireArgs, Attempt, Backend, LeaveArgs, ReleaseArgs, RenewArgs};
 use tower_lock::{LockKey, LockKind, OwnerId, Released};
 
 pub struct BackendLock {
@@ -25,6 +25,22 @@ impl BackendLock {
         expected: u32,
         lease: Duration,
     ) -> Attempt {
+        self.attempt(kind, owner, expected, lease, false).await
+    }
+
+    /// A first acquisition by an acquirer that goes on waiting if the lock is busy.
+    pub async fn acquire_waiting(&self, kind: LockKind, owner: &str, lease: Duration) -> Attempt {
+        self.attempt(kind, owner, 0, lease, true).await
+    }
+
+    async fn attempt(
+        &self,
+        kind: LockKind,
+        owner: &str,
+        expected: u32,
+        lease: Duration,
+        waits: bool,
+    ) -> Attempt {
         self.backend
             .acquire(AcquireArgs {
                 key: self.key.clone(),
@@ -32,6 +48,20 @@ impl BackendLock {
                 owner: OwnerId::from_raw(owner),
                 lease,
                 expected,
+                waits,
+            })
+            .await
+            .unwrap()
+    }
+
+    /// The waiter `owner` stops waiting.
+    pub async fn stop_waiting(&self, kind: LockKind, owner: &str) {
+        self.backend
+            .leave_queue(LeaveArgs {
+                key: self.key.clone(),
+                kind,
+                owner: OwnerId::from_raw(owner),
+                queue_timeout: Duration::ZERO,
             })
             .await
             .unwrap()

@@ -51,6 +51,9 @@ struct Locks {
     held: KeyMap<Entry>,
     /// Fair locks' queues of waiters.
     fair: KeyMap<fair::FairQueue>,
+    /// Read-write locks' writers waiting behind readers, each with when its mark runs out
+    /// (see `read_write`).
+    waiting_writers: KeyMap<Vec<(OwnerId, Instant)>>,
     /// Fenced locks' last tokens. Never removed, like Redisson's token keys (a token must
     /// never be given twice): one entry per name ever locked fenced.
     tokens: KeyMap<u64>,
@@ -298,8 +301,23 @@ impl Backend for MemoryBackend {
     }
 
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
-        let wake = self.with_locks(&args.key, |locks, now| fair::leave(locks, &args, now));
-        self.wake(wake);
+        match args.kind {
+            LockKind::Fair => {
+                let wake = self.with_locks(&args.key, |locks, now| fair::leave(locks, &args, now));
+                self.wake(wake);
+            }
+            LockKind::Write => {
+                let readers_may_go =
+                    self.with_locks(&args.key, |locks, now| read_write::leave(locks, &args, now));
+                if readers_may_go {
+                    let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+                    for notices in listeners.iter() {
+                        notices.unlocked_all(&args.key);
+                    }
+                }
+            }
+            _ => {}
+        }
         ready(Ok(()))
     }
 

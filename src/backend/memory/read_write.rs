@@ -4,12 +4,14 @@
 //! reader's holds have their own lease (Redis: one timeout key per hold), so the holds of a
 //! reader that stopped renewing expire while the others read on.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::{Entry, Locks};
-use crate::backend::{AcquireArgs, Attempt, ReleaseArgs, RenewArgs};
+use crate::backend::{AcquireArgs, Attempt, LeaveArgs, ReleaseArgs, RenewArgs};
 use crate::error::Released;
-use crate::key::OwnerId;
+use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
 /// A read-write lock's holders.
@@ -80,8 +82,107 @@ impl SharedHold {
     }
 }
 
-/// An acquisition of a read or write lock.
+impl Locks {
+    /// How long until the first live mark of a writer waiting for `key` runs out (`None`:
+    /// no writer waits). Marks that ran out are dropped.
+    fn writer_waits(&mut self, key: &LockKey, now: Instant) -> Option<Duration> {
+        let marks = self.waiting_writers.get_mut(key)?;
+        marks.retain(|(_, until)| *until > now);
+        let first = marks.iter().map(|(_, until)| *until).min();
+        if first.is_none() {
+            self.waiting_writers.remove(key);
+        }
+        first.map(|until| until - now)
+    }
+
+    /// `owner` marks its wait for `key` until `until`.
+    fn mark_writer(&mut self, key: &LockKey, owner: &OwnerId, until: Instant) {
+        let marks = self.waiting_writers.entry(key.clone()).or_default();
+        match marks.iter_mut().find(|(writer, _)| writer == owner) {
+            Some(mark) => mark.1 = until,
+            None => marks.push((owner.clone(), until)),
+        }
+    }
+
+    /// `owner` takes back its mark; whether it had one.
+    fn unmark_writer(&mut self, key: &LockKey, owner: &OwnerId) -> bool {
+        let Some(marks) = self.waiting_writers.get_mut(key) else {
+            return false;
+        };
+        let before = marks.len();
+        marks.retain(|(writer, _)| writer != owner);
+        let had = marks.len() < before;
+        if marks.is_empty() {
+            self.waiting_writers.remove(key);
+        }
+        had
+    }
+
+    fn is_marked(&self, key: &LockKey, owner: &OwnerId) -> bool {
+        self.waiting_writers
+            .get(key)
+            .is_some_and(|marks| marks.iter().any(|(writer, _)| writer == owner))
+    }
+}
+
+/// A waiting writer stops waiting; whether readers held back by it alone may go on now.
+pub(super) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> bool {
+    if !locks.unmark_writer(&args.key, &args.owner) {
+        return false;
+    }
+    let writing = matches!(
+        locks.live(&args.key, now),
+        Some(Entry::Shared(shared)) if shared.writer.is_some()
+    );
+    !writing && locks.writer_waits(&args.key, now).is_none()
+}
+
+/// An acquisition of a read or write lock (with the waiting writers' marks of
+/// `read_write.lua`: a writer that waits behind readers marks its wait, for one lease, and
+/// new readers hold back meanwhile).
 pub(super) fn take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt {
+    let downgrade = matches!(
+        locks.live(&args.key, now),
+        Some(Entry::Shared(shared)) if shared.count(LockKind::Write, &args.owner) > 0
+    );
+    if args.kind == LockKind::Read && args.expected == 0 && !downgrade {
+        let held_already = matches!(
+            locks.live(&args.key, now),
+            Some(Entry::Shared(shared)) if shared.count(LockKind::Read, &args.owner) == 1
+        );
+        // A re-sent acquisition that already counted is answered below.
+        if !held_already {
+            if let Some(waits) = locks.writer_waits(&args.key, now) {
+                return Attempt::Busy(Some(waits.max(Duration::from_millis(1))));
+            }
+        }
+    }
+    let attempt = take_unmarked(locks, args, now);
+    if args.kind != LockKind::Write {
+        return attempt;
+    }
+    match attempt {
+        Attempt::Acquired => {
+            locks.unmark_writer(&args.key, &args.owner);
+        }
+        Attempt::Busy(busy) if args.waits => {
+            let behind_readers = matches!(
+                locks.live(&args.key, now),
+                Some(Entry::Shared(shared)) if shared.writer.is_none()
+            );
+            if behind_readers || locks.is_marked(&args.key, &args.owner) {
+                locks.mark_writer(&args.key, &args.owner, now + args.lease);
+                let renew = (args.lease / 3).max(Duration::from_millis(1));
+                return Attempt::Busy(Some(busy.map_or(renew, |busy| busy.min(renew))));
+            }
+        }
+        _ => {}
+    }
+    attempt
+}
+
+/// An acquisition by Redisson's rules alone.
+fn take_unmarked(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt {
     let until = now + args.lease;
     let shared = match locks.live(&args.key, now) {
         None if args.expected > 0 => return Attempt::Lost,

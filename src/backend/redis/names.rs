@@ -42,6 +42,12 @@ pub(super) fn read_write_key_prefix(key: &LockKey) -> String {
     prefixed("", key)
 }
 
+/// The writers waiting for the read-write lock `key` (a tower-lock key, not Redisson's):
+/// `<prefix>:tower_lock:waiting_writers`, in the lock's slot.
+pub(super) fn waiting_writers(key: &LockKey) -> String {
+    format!("{}:tower_lock:waiting_writers", read_write_key_prefix(key))
+}
+
 /// The unlock channel of the exclusive lock `key`: `redisson_lock__channel:{<key>}`, or
 /// `redisson_lock__channel:<key>` when the key contains `{`.
 pub fn unlock_channel(key: &LockKey) -> String {

@@ -32,7 +32,7 @@ impl Backend for RedisBackend {
             let (backend, kind) = (self.clone(), args.kind);
             let (key, owner, lease) = (args.key.clone(), args.owner.clone(), args.lease);
             let reply = self.read_write(
-                ReadWriteOp::Acquire,
+                ReadWriteOp::Acquire { waits: args.waits },
                 args.kind,
                 args.key,
                 args.owner,
@@ -203,7 +203,21 @@ impl Backend for RedisBackend {
     }
 
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
-        self.fair_leave(args)
+        match args.kind {
+            LockKind::Fair => self.fair_leave(args),
+            LockKind::Write => {
+                let reply = self.read_write(
+                    ReadWriteOp::Leave,
+                    args.kind,
+                    args.key,
+                    args.owner,
+                    Duration::from_millis(1),
+                    0,
+                );
+                Box::pin(async move { read_write::decode_leave(reply.await?) })
+            }
+            _ => Box::pin(std::future::ready(Ok(()))),
+        }
     }
 
     fn listen(&self, notices: Notices) {

@@ -1,5 +1,6 @@
 //! Read-write locks on Redis, in Redisson's `RReadWriteLock` layout (`scripts/read_write.lua`):
-//! one script call per operation (they are not batched with the plain lock's operations).
+//! one script call per operation (they are not batched with the plain lock's operations),
+//! and a mark of tower-lock's own for writers that wait behind readers.
 
 use std::time::Duration;
 
@@ -15,20 +16,27 @@ use crate::kind::LockKind;
 /// One read-write lock operation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum ReadWriteOp {
-    Acquire,
+    /// An acquisition; `waits`: the acquirer waits if it finds the lock busy (a writer
+    /// then marks its wait).
+    Acquire {
+        waits: bool,
+    },
     Release,
     Renew,
+    /// A waiting writer stops waiting (takes its mark back).
+    Leave,
 }
 
 impl ReadWriteOp {
     fn code(self, kind: LockKind) -> &'static str {
         match (self, kind) {
-            (ReadWriteOp::Acquire, LockKind::Read) => "ra",
+            (ReadWriteOp::Acquire { .. }, LockKind::Read) => "ra",
             (ReadWriteOp::Release, LockKind::Read) => "rr",
             (ReadWriteOp::Renew, LockKind::Read) => "rn",
-            (ReadWriteOp::Acquire, _) => "wa",
+            (ReadWriteOp::Acquire { .. }, _) => "wa",
             (ReadWriteOp::Release, _) => "wr",
             (ReadWriteOp::Renew, _) => "wn",
+            (ReadWriteOp::Leave, _) => "wl",
         }
     }
 }
@@ -53,7 +61,9 @@ impl RedisBackend {
                 names::read_write_channel(&key),
                 holds,
                 prefix,
+                names::waiting_writers(&key),
             ];
+            let waits = matches!(op, ReadWriteOp::Acquire { waits: true });
             let arguments = || {
                 script_call(
                     &inner.read_write,
@@ -63,6 +73,7 @@ impl RedisBackend {
                         Value::from(millis(lease)),
                         Value::from(owner.as_str()),
                         Value::from(i64::from(expected)),
+                        Value::from(if waits { "1" } else { "0" }),
                     ],
                 )
             };
@@ -120,6 +131,14 @@ pub(super) fn decode_renew(code: i64) -> Result<bool, BackendError> {
         1 => Ok(true),
         0 => Ok(false),
         other => Err(unknown("a renewal", other)),
+    }
+}
+
+/// A waiting writer's leave reply code, decoded.
+pub(super) fn decode_leave(code: i64) -> Result<(), BackendError> {
+    match code {
+        1 => Ok(()),
+        other => Err(unknown("a waiting writer's leave", other)),
     }
 }
 

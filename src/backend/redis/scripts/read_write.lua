@@ -6,26 +6,60 @@
 --
 -- KEYS: [1] the lock, [2] its channel, [3] this owner's read-hold prefix
 -- (`<KEYS[4]>:<owner>:rwlock_timeout`), [4] the key prefix (`{name}`, or the name when it
--- contains `{`).
--- ARGV: [1] the operation (ra, wa: acquire read, write; rr, wr: release; rn, wn: renew),
--- [2] lease ms, [3] owner id, [4] the owner's holds of that kind before this operation.
+-- contains `{`), [5] the waiting writers (`<KEYS[4]>:tower_lock:waiting_writers`).
+-- ARGV: [1] the operation (ra, wa: acquire read, write; rr, wr: release; rn, wn: renew;
+-- wl: a waiting writer stops waiting), [2] lease ms, [3] owner id, [4] the owner's holds of
+-- that kind before this operation, [5] for wa '1' when the writer waits if it finds the
+-- lock busy (not a single try).
+--
+-- Not in Redisson's layout: a writer that waits while readers hold the lock marks its wait
+-- in KEYS[5], a sorted set of writers with the server time (ms) their mark runs out; a mark
+-- lasts one lease and is renewed by the writer's attempts (made at least every third of
+-- it). New read holds (not reentries, not a writer's downgrade) wait while a mark lives, so
+-- that the readers drain and the writer gets in: without it a stream of overlapping readers
+-- of another process keeps a writer out for as long as the stream lasts. A writer that
+-- takes the lock or stops waiting takes its mark back (then readers held back are told,
+-- with the write release's message). Redisson's readers do not know the mark.
 --
 -- Like the plain lock's script, every operation applies at most once: a re-sent one finds
 -- the count it would have left and reports the same outcome without counting again.
--- Replies: acquire ACQUIRED, LOST, or the holder's PTTL (BUSY_FOREVER without expiry);
+-- Replies: acquire ACQUIRED, LOST, or how long to wait (the holder's PTTL, BUSY_FOREVER
+-- without expiry; for a reader held back by a waiting writer, until that writer's mark runs
+-- out; for a waiting writer, at most a third of its lease, when its mark needs renewing);
 -- release NOT_HELD, 0 (this owner still holds), UNLOCKED plus the subscribers its message
 -- reached (this owner's last hold of the kind ended and a message was published), or
 -- SHARED (this owner's last read hold ended while others still hold: nothing published);
--- renew 1 or 0.
+-- renew 1 or 0; wl 1.
 local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
 local NOT_HELD, UNLOCKED, SHARED = -1, 1, -4
 local READ_RELEASED, WRITE_RELEASED = '0', '1'
 local PUBLISH = 'publish'
 
-local name, channel, holds, prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local name, channel, holds, prefix, marks = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, lease, owner, expected = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local writer = owner .. ':write'
 local mode = redis.call('hget', name, 'mode')
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+-- The server's clock in ms, read once and only when a mark is looked at.
+local now
+local function clock()
+  if not now then
+    local time = redis.call('time')
+    now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return now
+end
+
+-- How long until the first live mark of a waiting writer runs out (false: none lives).
+local function writer_waits()
+  if redis.call('exists', marks) == 0 then return false end
+  redis.call('zremrangebyscore', marks, '-inf', clock())
+  local first = redis.call('zrange', marks, 0, 0, 'withscores')
+  if not first[1] then return false end
+  return math.max(1, tonumber(first[2]) - clock())
+end
 
 local function busy()
   local pttl = redis.call('pttl', name)
@@ -58,6 +92,24 @@ local function reads_alive(count)
   return count > 0 and redis.call('exists', holds .. ':' .. count) == 1
 end
 
+-- The writer's acquisition: the lock is free, or held by this writer (a reentry). ACQUIRED,
+-- or false when it is busy.
+local function write(field, count)
+  if mode == false then
+    -- A hash without `mode` is another kind's lock (Redisson's RLock): busy.
+    if redis.call('exists', name) == 1 then return false end
+    redis.call('hset', name, 'mode', 'write', field, 1)
+    redis.call('pexpire', name, lease)
+    return ACQUIRED
+  end
+  if mode == 'write' and count > 0 then
+    redis.call('hincrby', name, field, 1)
+    extend(lease)
+    return ACQUIRED
+  end
+  return false
+end
+
 if op == 'ra' or op == 'wa' then
   local field = op == 'ra' and owner or writer
   local count = tonumber(redis.call('hget', name, field) or '0')
@@ -65,23 +117,40 @@ if op == 'ra' or op == 'wa' then
   if expected > 0 and (count ~= expected or (op == 'ra' and not reads_alive(count))) then
     return LOST
   end
+  if op == 'ra' and expected == 0 and redis.call('hexists', name, writer) == 0 then
+    -- A new reader holds back while a writer waits (a reentry or a downgrade does not).
+    local waits = writer_waits()
+    if waits then return waits end
+  end
+  if op == 'wa' then
+    local taken = write(field, count)
+    if taken then
+      redis.call('zrem', marks, owner)
+      return taken
+    end
+    if ARGV[5] == '1' and (mode == 'read' or redis.call('zscore', marks, owner)) then
+      -- Waits behind readers (or waited behind them before): mark it, for one lease.
+      redis.call('zadd', marks, clock() + lease, owner)
+      redis.call('pexpire', marks, math.max(redis.call('pttl', marks), lease))
+      local retry = math.max(1, math.floor(lease / 3))
+      local pttl = busy()
+      if pttl ~= BUSY_FOREVER and pttl < retry then return pttl end
+      return retry
+    end
+    return busy()
+  end
   if mode == false then
     -- A hash without `mode` is another kind's lock (Redisson's RLock): busy.
     if redis.call('exists', name) == 1 then return busy() end
-    redis.call('hset', name, 'mode', op == 'ra' and 'read' or 'write', field, 1)
-    if op == 'ra' then redis.call('set', holds .. ':1', 1, 'px', lease) end
+    redis.call('hset', name, 'mode', 'read', field, 1)
+    redis.call('set', holds .. ':1', 1, 'px', lease)
     redis.call('pexpire', name, lease)
     return ACQUIRED
   end
-  if op == 'ra' and (mode == 'read' or redis.call('hexists', name, writer) == 1) then
+  if mode == 'read' or redis.call('hexists', name, writer) == 1 then
     -- Readers share; the writer may also read (a downgrade).
     local n = redis.call('hincrby', name, field, 1)
     redis.call('set', holds .. ':' .. n, 1, 'px', lease)
-    extend(lease)
-    return ACQUIRED
-  end
-  if op == 'wa' and mode == 'write' and count > 0 then
-    redis.call('hincrby', name, field, 1)
     extend(lease)
     return ACQUIRED
   end
@@ -145,6 +214,14 @@ if op == 'rn' then
   if not count or not reads_alive(count) then return 0 end
   for n = count, 1, -1 do redis.call('pexpire', holds .. ':' .. n, lease) end
   extend(lease)
+  return 1
+end
+
+if op == 'wl' then
+  -- A waiting writer stops waiting: readers held back by its mark alone may go on.
+  if redis.call('zrem', marks, owner) == 1 and mode ~= 'write' and not writer_waits() then
+    redis.call(PUBLISH, channel, WRITE_RELEASED)
+  end
   return 1
 end
 

@@ -1,0 +1,69 @@
+//! Read-write locks across real processes (`examples/lock_checker.rs readers`): a writer of
+//! one process gets in past a stream of overlapping readers of another, which Redis alone
+//! would let read on for as long as the stream lasts; the readers read on after it.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fred::prelude::*;
+use support::RedisServer;
+use tower_lock::{LockManager, Released};
+
+/// Reads counted by the reader process so far.
+async fn reads(redis: &Client, name: &str) -> i64 {
+    let reads: Option<i64> = redis.get(format!("{name}:reads")).await.unwrap();
+    reads.unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_gets_in_past_a_stream_of_readers_of_another_process() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let redis = support::client(&url).await;
+    let name = "rw:stream";
+    let hold = Duration::from_millis(200);
+    // 16 readers holding 200 ms each, spread over the hold: the lock is never free.
+    let mut readers = Command::new(support::example("lock_checker"))
+        .args([url.as_str(), "readers", name, "16", "200"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start lock_checker (cargo build --examples)");
+    support::eventually("the readers read in turn", || async {
+        (reads(&redis, name).await >= 48).then_some(())
+    })
+    .await;
+
+    let locks = LockManager::redis(&url).await.unwrap();
+    let asked = Instant::now();
+    let guard = locks
+        .write_lock(name)
+        .wait(Duration::from_secs(20))
+        .acquire()
+        .await
+        .expect("the writer gets in while the readers go on reading");
+    let waited = asked.elapsed();
+    eprintln!("the writer waited {waited:?}");
+    let reads_before = reads(&redis, name).await;
+    // The writer works a while: nobody reads meanwhile.
+    tokio::time::sleep(hold).await;
+    assert_eq!(
+        reads(&redis, name).await,
+        reads_before,
+        "a reader read while the writer held the lock"
+    );
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    assert!(
+        waited < hold * 2,
+        "the writer waited {waited:?}: the readers holding when it asked drain within one \
+         hold ({hold:?}), and no new reader may start meanwhile"
+    );
+    support::eventually("the readers read on after the writer", || async {
+        (reads(&redis, name).await > reads_before + 16).then_some(())
+    })
+    .await;
+    readers.kill().unwrap();
+    let _ = readers.wait();
+}
