@@ -130,6 +130,7 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
                 lease: Duration::from_secs(30),
                 expected: 1,
                 successor: None,
+                announce_run: None,
             })
             .await
             .unwrap()

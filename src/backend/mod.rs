@@ -107,6 +107,13 @@ pub struct ReleaseArgs {
     /// [hands over](Capabilities::hands_over): give the lock straight to this waiter of the
     /// same process instead of freeing it.
     pub successor: Option<Successor>,
+    /// For a last release that frees the lock: the length of the run of holds of this
+    /// process it ends (its first acquisition and the hand-overs after it), when other
+    /// processes should know it. A backend that reports unlocks to other processes tells
+    /// them (Redis: the message `-<holds>` published just before Redisson's UNLOCK `0`,
+    /// which Redisson ignores; see [`Notices::unlocked_after_run`]), so that their waiters
+    /// let this process have about as many holds as they take. `None`: nothing to tell.
+    pub announce_run: Option<u32>,
 }
 
 /// One lease renewal.

@@ -56,7 +56,17 @@ impl Notices {
     /// (with the readers right behind it, when it reads). The backend should not report
     /// this process's own releases (the manager wakes its waiters itself).
     pub fn unlocked(&self, key: &LockKey) {
-        self.queues.unlocked(key);
+        self.queues.unlocked(key, 1);
+    }
+
+    /// Another process released `key` ending a run of `holds` holds in a row (a tower-lock
+    /// process announces the runs of hand-overs it ends: see
+    /// [`ReleaseArgs::announce_run`](super::ReleaseArgs::announce_run)): as
+    /// [`unlocked`](Self::unlocked), and this process's next run may be as long, and one
+    /// hold longer (so that two processes lengthen their runs back to the hand-over limit
+    /// together).
+    pub fn unlocked_after_run(&self, key: &LockKey, holds: u32) {
+        self.queues.unlocked(key, holds.saturating_add(1));
     }
 
     /// Another process released a lock that several waiters may now share (a write
@@ -64,7 +74,7 @@ impl Notices {
     /// at the front of the queue all try, up to the first local writer, which later readers
     /// do not overtake.
     pub fn unlocked_all(&self, key: &LockKey) {
-        self.queues.unlocked(key);
+        self.queues.unlocked(key, 1);
     }
 
     /// Notices may have been lost (a reconnect, a lagging receiver): every waiting head

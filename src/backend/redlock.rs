@@ -187,6 +187,7 @@ impl Backend for RedLockBackend {
                 lease: args.lease,
                 expected: args.expected + 1,
                 successor: None,
+                announce_run: None,
             };
             if taken > 0 || answered < inner.nodes.len() {
                 Self::undo(&inner, undo).await;
@@ -231,6 +232,7 @@ impl Backend for RedLockBackend {
         Box::pin(async move {
             let args = ReleaseArgs {
                 successor: None,
+                announce_run: None,
                 ..args
             };
             let answers = Self::on_all(&inner, |node| node.release(args.clone())).await;

@@ -154,6 +154,7 @@ pub(super) fn checked(
                     lease: args.lease,
                     expected: args.expected + 1,
                     successor: None,
+                    announce_run: None,
                 };
                 let _ = inner.store().release(undo).await;
                 Err(BackendError::new(format!(

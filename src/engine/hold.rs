@@ -160,8 +160,14 @@ impl Hold {
         }
     }
 
-    /// One hold fewer for this owner, which has `expected`; the last may go to `successor`.
-    pub(super) fn release_args(&self, expected: u32, successor: Option<Successor>) -> ReleaseArgs {
+    /// One hold fewer for this owner, which has `expected`; the last may go to `successor`
+    /// (or, freeing the lock, announce the run it ends).
+    pub(super) fn release_args(
+        &self,
+        expected: u32,
+        successor: Option<Successor>,
+        announce_run: Option<u32>,
+    ) -> ReleaseArgs {
         ReleaseArgs {
             key: self.key.clone(),
             kind: self.kind,
@@ -169,6 +175,7 @@ impl Hold {
             lease: self.lease,
             expected,
             successor,
+            announce_run,
         }
     }
 

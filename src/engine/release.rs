@@ -16,7 +16,7 @@ use crate::backend::{BoxFuture, ReleaseReply, Successor};
 use crate::error::{BackendError, Released};
 use crate::kind::LockKind;
 use crate::telemetry::{self, throttled, TARGET};
-use crate::wait::{Offer, Wake};
+use crate::wait::{Handing, Offer, Wake, COURTESY_MAX};
 
 /// Pauses before re-sending a failed release (about 1.5 s in all).
 const RELEASE_RETRIES: [Duration; 4] = [
@@ -28,12 +28,12 @@ const RELEASE_RETRIES: [Duration; 4] = [
 
 /// How long this process's next waiter holds back after a release freed the lock while
 /// waiters of other processes listen: about two round trips (the unlock notice's way to
-/// them and their acquisition's way back), so that their attempt lands first. Without it
-/// the releasing process, whose waiter is woken as the release returns, would take the
-/// lock back nearly every time (measured: a waiter of another process starved for 13 s
-/// while one process made 634 acquisitions).
+/// them and their acquisition's way back), so that their attempt lands first; longer when
+/// they turned out to need it (see `wait::turns`). Without it the releasing process, whose
+/// waiter is woken as the release returns, would take the lock back nearly every time
+/// (measured: a waiter of another process starved for 13 s while one process made 634
+/// acquisitions).
 const COURTESY_MIN: Duration = Duration::from_millis(1);
-const COURTESY_MAX: Duration = Duration::from_millis(50);
 
 /// The next local waiter's wake-up after a last release answered `reply`, sent a round
 /// trip `round_trip` long.
@@ -48,8 +48,13 @@ fn wake_after(reply: &Result<ReleaseReply, BackendError>, round_trip: Duration) 
             released: Released::Unlocked,
             other_listeners: Some(others),
         }) if *others > 0 => Wake::After((round_trip * 2).clamp(COURTESY_MIN, COURTESY_MAX)),
-        // Free, with nobody else listening; or not ours any more (expired, deleted, taken
-        // by another), or unknown: the next waiter asks the backend at once and learns.
+        // Free, with nobody else listening: their turns are over.
+        Ok(ReleaseReply {
+            released: Released::Unlocked,
+            other_listeners: Some(0),
+        }) => Wake::Alone,
+        // Not ours any more (expired, deleted, taken by another), or unknown: the next
+        // waiter asks the backend at once and learns.
         _ => Wake::Now,
     }
 }
@@ -82,18 +87,23 @@ impl Hold {
             // The last hold may go straight to the next local waiter, in the release's own
             // step: the backend checks that this owner still holds the lock and makes the
             // waiter the owner, or hands nothing over.
-            // Only a plain lock is handed over.
-            let offer = if last && manager.hands_over() && this.kind() == LockKind::Exclusive {
+            // Only a plain lock is handed over; freeing it, a release announces the run of
+            // hand-overs it ends, for other processes taking turns.
+            let handing = if last && manager.hands_over() && this.kind() == LockKind::Exclusive {
                 let limit = manager.settings().hand_over_limit;
-                manager.queues().offer_next(this.key(), limit)
+                manager.queues().next_holder(this.key(), limit)
             } else {
-                None
+                Handing::Free { announce: None }
+            };
+            let (offer, announce) = match handing {
+                Handing::Over(offer) => (Some(offer), None),
+                Handing::Free { announce } => (None, announce),
             };
             let successor = offer.as_ref().map(|offer| {
                 let (owner, lease) = offer.successor();
                 Successor { owner, lease }
             });
-            let mut args = this.release_args(remaining, successor);
+            let mut args = this.release_args(remaining, successor, announce);
             // A release is safe to re-send (it carries the count it expects): ride out a
             // short failure (a failover, a reconnect) before giving the lock up to its
             // lease.
@@ -145,7 +155,7 @@ impl Hold {
             let slot = self.gate().try_close()?;
             manager.renewals().cancel(slot);
         }
-        let args = self.release_args(*count, None);
+        let args = self.release_args(*count, None, None);
         // An error falls back to `release`, which re-sends it.
         let reply = manager.store().release_now(&args)?.ok()?;
         let result = Ok(reply.released);

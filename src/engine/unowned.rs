@@ -31,6 +31,7 @@ pub(super) fn release_unowned(
             lease,
             expected: 1,
             successor: None,
+            announce_run: None,
         };
         let result = inner.store().release(undo).await;
         if matches!(result, Ok(reply) if reply.released == Released::Unlocked) {

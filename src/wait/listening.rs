@@ -46,10 +46,12 @@ impl WaitQueues {
         }
     }
 
-    /// Another process released `key`: its local head retries (with the readers right
-    /// behind a reading head).
-    pub(crate) fn unlocked(&self, key: &LockKey) {
-        if let Some(queue) = self.lock(key).queues.get(key) {
+    /// Another process released `key` after `holds` holds in a row: its local head
+    /// retries (with the readers right behind a reading head), and the holds count as the
+    /// other process's turn (see `turns`).
+    pub(crate) fn unlocked(&self, key: &LockKey, holds: u32) {
+        if let Some(queue) = self.lock(key).queues.get_mut(key) {
+            queue.turns.foreign_release(holds);
             queue.signal_front(true);
         }
     }

@@ -21,6 +21,7 @@ mod listening;
 mod offer;
 mod queue;
 mod ticket;
+mod turns;
 
 pub(crate) use claim::Claim;
 pub(crate) use fair::FairTicket;
@@ -29,6 +30,7 @@ use offer::OfferState;
 use queue::Queue;
 pub(crate) use queue::Waiter;
 pub(crate) use ticket::{Ticket, Turn};
+pub(crate) use turns::COURTESY_MAX;
 
 /// The wait queues of one manager. Backends reach them through
 /// [`Notices`](crate::backend::Notices).
@@ -230,47 +232,59 @@ impl WaitQueues {
         };
         match wake {
             Wake::No => {}
-            Wake::Now => {
+            Wake::Now | Wake::Alone => {
+                if wake == Wake::Alone {
+                    queue.turns.alone();
+                }
                 queue.busy_until = None;
                 queue.signal_front(true);
             }
             Wake::After(delay) => {
                 // The head tries when the delay is over, or at once if another process's
                 // unlock arrives first (it took the lock and let it go).
+                let delay = queue.turns.yielded(delay);
                 queue.busy_until = Some(Instant::now() + delay);
                 queue.signal_front(false);
             }
         }
     }
 
-    /// A last release of `key` is about to be sent: offers the lock to the head of its
-    /// queue, so that the release asks the backend to hand it over in the same step
-    /// (a successor in its release). No offer when there is no
-    /// head free to take it (none, or one whose own attempt is on its way), and none after
-    /// `limit` hand-overs in a row: that release frees the lock, so that waiters of other
-    /// processes get their chance.
-    pub(crate) fn offer_next(&self, key: &LockKey, limit: u32) -> Option<Offer> {
+    /// A last release of `key` is about to be sent: what it does with the lock. It offers
+    /// the lock to the head of the queue, so that the release asks the backend to hand it
+    /// over in the same step (a successor in its release); or it frees the lock, announcing
+    /// the run of hand-overs it ends. No offer when there is no head free to take it (none,
+    /// or one whose own attempt is on its way), and none after `limit` hand-overs in a row
+    /// or, while other processes take turns, after as many holds as they had (see
+    /// `turns`): that release frees the lock, so that waiters of other processes get
+    /// their chance.
+    pub(crate) fn next_holder(&self, key: &LockKey, limit: u32) -> Handing {
         // Most releases have nobody waiting near: no mutex for them. Not offering is
         // always safe (the release then frees the lock and wakes whoever queued).
         if limit == 0 || !self.may_be_queued(key) {
-            return None;
+            return Handing::Free { announce: None };
         }
         let mut state = self.lock(key);
-        let queue = state.queues.get_mut(key)?;
-        let head = queue.waiters.front()?;
+        let Some(queue) = state.queues.get_mut(key) else {
+            return Handing::Free { announce: None };
+        };
         // Only a plain lock is handed over (its waiters all take it alone).
-        if queue.read_write {
-            return None;
-        }
+        let head = queue.waiters.front().filter(|_| !queue.read_write);
+        let Some(head) = head else {
+            return Handing::Free {
+                announce: queue.turns.run_ends(),
+            };
+        };
         let mut offer = head.offer();
-        if queue.handed_in_a_row >= limit || *offer != OfferState::Idle {
-            queue.handed_in_a_row = 0;
-            return None;
+        if !queue.turns.may_hand_over(limit) || *offer != OfferState::Idle {
+            drop(offer);
+            return Handing::Free {
+                announce: queue.turns.run_ends(),
+            };
         }
         *offer = OfferState::Offered;
         drop(offer);
-        queue.handed_in_a_row += 1;
-        Some(Offer::new(head.clone()))
+        queue.turns.handed();
+        Handing::Over(Offer::new(head.clone()))
     }
 
     /// Number of local waiters queued for `key`.
@@ -334,7 +348,7 @@ impl WaitQueues {
             waiters: VecDeque::new(),
             ready: ready_at_once,
             busy_until: None,
-            handed_in_a_row: 0,
+            turns: Default::default(),
             read_write: kind.is_read_write(),
         });
         if let Some(busy_for) = busy_for {
@@ -366,13 +380,25 @@ impl WaitQueues {
     }
 }
 
+/// What a last release does with the lock (see [`WaitQueues::next_holder`]).
+pub(crate) enum Handing {
+    /// Hands it to the local waiter this offer names, in the release's own step.
+    Over(Offer),
+    /// Frees it; `announce`: the length of the run of holds of this process it ends, for
+    /// other processes to know (see `turns`).
+    Free { announce: Option<u32> },
+}
+
 /// When the next local waiter tries, after a hold of this process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
     /// Not now: the lock was handed to it, or is still held.
     No,
-    /// At once: the lock is free (or its state unknown), and no other process waits.
+    /// At once: the lock is free (or its state unknown).
     Now,
+    /// At once: the lock is free, and no other process listens for it (their turns are
+    /// over).
+    Alone,
     /// After this delay, unless another process's unlock comes first: the lock is free and
     /// other processes' waiters were told; they get the first chance (see
     /// [`crate::guard`]'s courtesy).

@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::offer::OfferState;
+use super::turns::Turns;
 use crate::key::OwnerId;
 
 /// The local waiters of one name, in arrival order.
@@ -17,9 +18,9 @@ pub(super) struct Queue {
     pub(super) ready: bool,
     /// When the current holder's lease ends, as last reported.
     pub(super) busy_until: Option<Instant>,
-    /// Releases in a row that handed the lock straight to the head (see
-    /// [`WaitQueues::offer_next`](super::WaitQueues::offer_next)).
-    pub(super) handed_in_a_row: u32,
+    /// Runs of hand-overs, and turns with other processes (see
+    /// [`WaitQueues::next_holder`](super::WaitQueues::next_holder)).
+    pub(super) turns: Turns,
     /// Its waiters wait for a read-write lock (the backend listens on that lock's channel).
     pub(super) read_write: bool,
 }

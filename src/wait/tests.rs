@@ -4,6 +4,14 @@ use std::time::Duration;
 
 use super::*;
 
+/// The offer a last release of `key` makes, if it hands the lock over.
+fn offer_next(queues: &WaitQueues, key: &LockKey, limit: u32) -> Option<Offer> {
+    match queues.next_holder(key, limit) {
+        Handing::Over(offer) => Some(offer),
+        Handing::Free { .. } => None,
+    }
+}
+
 /// The head tries once its subscription is in place, when a release of this process ends,
 /// and when another process's unlock arrives. (Echoes of this process's own releases are
 /// told apart by the backend: see the Redis backend's `echoes`.)
@@ -29,7 +37,7 @@ async fn a_release_here_and_an_unlock_elsewhere_wake_the_head() {
 
     // Another process took the lock first, then released it.
     ticket.busy(lease);
-    queues.unlocked(&key);
+    queues.unlocked(&key, 1);
     assert!(
         matches!(ticket.turn(), Turn::Try),
         "the other process's unlock wakes the head"
@@ -52,21 +60,24 @@ fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
 async fn offers_go_to_an_idle_head_a_limited_number_of_times_in_a_row() {
     let queues = WaitQueues::new(true);
     let key = LockKey::new("", "order", 64).unwrap();
-    assert!(queues.offer_next(&key, 8).is_none(), "no queue, no offer");
+    assert!(offer_next(&queues, &key, 8).is_none(), "no queue, no offer");
     let first = waiting(&queues, &key, "a:1");
     let _second = waiting(&queues, &key, "a:2");
 
     // The head's own attempt is on its way: no offer.
     assert!(matches!(first.turn(), Turn::Try));
-    assert!(queues.offer_next(&key, 8).is_none());
+    assert!(offer_next(&queues, &key, 8).is_none());
     first.busy(None);
 
     // Idle: offered, to the head and not to the one behind it.
-    let Some(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = offer_next(&queues, &key, 8) else {
         panic!("an idle head")
     };
     assert_eq!(offer.successor().0.as_str(), "a:1");
-    assert!(queues.offer_next(&key, 8).is_none(), "one offer at a time");
+    assert!(
+        offer_next(&queues, &key, 8).is_none(),
+        "one offer at a time"
+    );
     assert!(
         matches!(first.turn(), Turn::Wait(None)),
         "waits for the outcome"
@@ -80,18 +91,18 @@ async fn offers_go_to_an_idle_head_a_limited_number_of_times_in_a_row() {
 
     // The limit: after two in a row, one release frees the lock; then it starts over.
     for _ in 0..2 {
-        let Some(offer) = queues.offer_next(&key, 2) else {
+        let Some(offer) = offer_next(&queues, &key, 2) else {
             panic!("within the limit")
         };
         drop(offer);
         first.busy(None);
     }
     assert!(
-        queues.offer_next(&key, 2).is_none(),
+        offer_next(&queues, &key, 2).is_none(),
         "limit reached: this release frees the lock"
     );
-    assert!(queues.offer_next(&key, 2).is_some(), "a new run");
-    assert!(queues.offer_next(&key, 0).is_none(), "0: never");
+    assert!(offer_next(&queues, &key, 2).is_some(), "a new run");
+    assert!(offer_next(&queues, &key, 0).is_none(), "0: never");
 }
 
 /// A handed-over head takes the lock without an attempt; one that left meanwhile makes
@@ -104,7 +115,7 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     let sent = Instant::now();
 
     let first = waiting(&queues, &key, "a:1");
-    let Some(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = offer_next(&queues, &key, 8) else {
         panic!("an idle head")
     };
     assert!(offer.handed(sent));
@@ -112,7 +123,7 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     first.acquired(Duration::from_secs(30));
 
     let mut second = waiting(&queues, &key, "a:2");
-    let Some(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = offer_next(&queues, &key, 8) else {
         panic!("an idle head")
     };
     assert!(
@@ -122,7 +133,7 @@ async fn a_hand_over_reaches_the_waiter_or_says_it_left() {
     assert!(!offer.handed(sent), "the release learns the waiter left");
 
     let mut third = waiting(&queues, &key, "a:3");
-    let Some(offer) = queues.offer_next(&key, 8) else {
+    let Some(offer) = offer_next(&queues, &key, 8) else {
         panic!("an idle head")
     };
     assert!(offer.handed(sent));
@@ -145,7 +156,7 @@ async fn an_unanswered_hand_over_is_released_by_a_waiter_that_leaves() {
         let ticket = waiting(&queues, &key, owner);
         assert!(matches!(ticket.turn(), Turn::Try));
         ticket.busy(None);
-        let Some(offer) = queues.offer_next(&key, 8) else {
+        let Some(offer) = offer_next(&queues, &key, 8) else {
             panic!("an idle head")
         };
         (ticket, offer)
@@ -197,7 +208,7 @@ async fn a_courtesy_delay_holds_the_head_back_until_it_ends_or_another_unlock_co
 
     ticket.busy(Some(Duration::from_secs(30)));
     queues.released_locally(&key, Wake::After(delay));
-    queues.unlocked(&key);
+    queues.unlocked(&key, 1);
     assert!(
         matches!(ticket.turn(), Turn::Try),
         "another process's unlock: the lock went round, try now"

@@ -125,6 +125,10 @@ impl Ticket {
             }
             return orphaned;
         }
+        // The head took the lock by its own attempt: a turn of this process begins.
+        if was_head && self.acquired_for.is_some() && !matches!(before, OfferState::Handed(_)) {
+            queue.turns.acquired();
+        }
         if was_head {
             match self.acquired_for {
                 // We read now: readers next in line share it, and try at once.

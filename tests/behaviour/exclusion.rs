@@ -109,6 +109,7 @@ async fn other_owners_cannot_release(backend: BackendUnderTest) {
                 lease: Duration::from_secs(30),
                 expected: 1,
                 successor: None,
+                announce_run: None,
             })
             .await
             .unwrap()
@@ -210,6 +211,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
         lease,
         expected,
         successor: None,
+        announce_run: None,
     };
     // Whether a re-entry by `owner` with `expected` holds finds exactly that count.
     let holds = |expected: u32| {

@@ -114,6 +114,7 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
         lease: Duration::from_secs(30),
         expected,
         successor: None,
+        announce_run: None,
     };
     assert_eq!(
         store.release(release(2)).await.unwrap().released,

@@ -15,6 +15,7 @@ mod holds;
 mod names;
 mod read_write;
 mod sentinel;
+mod shares;
 mod wake_ups;
 mod watchdogs;
 

@@ -76,6 +76,7 @@ impl BackendLock {
                 lease: self.lease,
                 expected,
                 successor: None,
+                announce_run: None,
             })
             .await
             .unwrap()

@@ -318,6 +318,37 @@ impl JavaRedisson {
         field(&fields, "violations").expect("violations")
     }
 
+    /// `threads` Java threads taking `name` in turn for `duration`, each holding it `hold`
+    /// and asking again at once, INCRing `counter` inside: each thread's holds, and the
+    /// violations seen (a counter other than 1 on entry).
+    pub async fn contend(
+        &self,
+        kind: &str,
+        name: &str,
+        threads: usize,
+        hold: Duration,
+        duration: Duration,
+        counter: &str,
+    ) -> (Vec<u64>, u64) {
+        let fields = self
+            .expect(&format!(
+                "contend {kind} {} {threads} {} {} {}",
+                word(name),
+                hold.as_micros(),
+                duration.as_millis(),
+                word(counter)
+            ))
+            .await;
+        let holds = fields
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("holds="))
+            .expect("holds=")
+            .split(',')
+            .map(|n| n.parse().expect("a count"))
+            .collect();
+        (holds, field(&fields, "violations").expect("violations"))
+    }
+
     fn stderr_tail(&self) -> String {
         let tail = self.stderr.lock().unwrap();
         format!(

@@ -45,6 +45,8 @@ pub(super) struct Operation {
     pub(super) expected: u32,
     /// A hand-over's successor (see `scripts::batch`).
     pub(super) successor: Option<OwnerId>,
+    /// A last release's run to announce (see `ReleaseArgs::announce_run`).
+    pub(super) announce: Option<u32>,
 }
 
 /// What an operation does.
@@ -70,7 +72,11 @@ impl Operation {
             (OpKind::Acquire, n) => Value::from(n.to_string()),
             // A release always has a hold to drop (`ReleaseArgs::expected` ≥ 1); `-0` would
             // read as an acquisition.
-            (OpKind::Release, 0 | 1) => Value::from_static_str("-1"),
+            (OpKind::Release, 0 | 1) => match self.announce {
+                None => Value::from_static_str("-1"),
+                // A last release that announces the run it ends (rare: once a run).
+                Some(holds) => Value::from(format!("a{holds}")),
+            },
             (OpKind::Release, 2) => Value::from_static_str("-2"),
             (OpKind::Release, n) => Value::from(format!("-{n}")),
         }

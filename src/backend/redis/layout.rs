@@ -88,6 +88,7 @@ mod tests {
             lease: Duration::from_secs(30),
             expected,
             successor: None,
+            announce: None,
         }
     }
 

@@ -6,7 +6,8 @@
 //! - `scripts`: the Lua (`scripts/*.lua`) and its reply codes; `read_write` and `fair`
 //!   run those lock kinds' scripts;
 //! - `operations`: the [`Backend`](super::Backend) implementation, replies decoded;
-//! - `subscriptions` and `echoes`: listening for unlocks, telling our own apart;
+//! - `subscriptions`, `messages` and `echoes`: listening for unlocks, telling our own
+//!   apart;
 //! - `names`: Redisson's key and channel names;
 //! - `connect` and `replicas`: connections, reconnects, replica acknowledgement.
 
@@ -31,6 +32,7 @@ mod echoes;
 mod fair;
 mod fenced;
 mod layout;
+mod messages;
 mod names;
 mod operations;
 mod read_write;

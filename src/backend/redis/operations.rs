@@ -69,6 +69,7 @@ impl Backend for RedisBackend {
             lease: args.lease,
             expected: args.expected,
             successor: None,
+            announce: None,
         });
         Box::pin(async move {
             Ok(match reply.await? {
@@ -150,6 +151,7 @@ impl Backend for RedisBackend {
             lease,
             expected: args.expected,
             successor,
+            announce: args.announce_run.filter(|_| kind == OpKind::Release),
         });
         let echoes = self.inner.echoes.clone();
         Box::pin(async move {
@@ -188,6 +190,7 @@ impl Backend for RedisBackend {
             lease: args.lease,
             expected: 0,
             successor: None,
+            announce: None,
         });
         Box::pin(async move {
             match reply.await? {

@@ -95,6 +95,7 @@ impl RedisBackend {
                         lease,
                         expected: 1,
                         successor: None,
+                        announce_run: None,
                     })
                     .await;
                 tracing::warn!(target: TARGET, ?released, "{message}; released it");

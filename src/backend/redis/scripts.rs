@@ -52,8 +52,11 @@ pub(crate) const HANDED_OVER: i64 = 2;
 ///
 /// KEYS, per operation: the lock, and for a release also its channel. ARGV, per operation:
 /// lease ms, owner, and what to do: `N` acquire, the owner having `N` holds already; `-N`
-/// release, the owner having `N` holds before it; `r` renew; `h` hand-over, followed by a
-/// fourth argument, the successor (the lease is the successor's).
+/// release, the owner having `N` holds before it; `aN` the owner's last release, which
+/// announces that it ends a run of `N` holds of this process (it publishes `-N` on the
+/// channel just before Redisson's UNLOCK `0`; Redisson ignores other messages); `r` renew;
+/// `h` hand-over, followed by a fourth argument, the successor (the lease is the
+/// successor's).
 ///
 /// A call of more than one operation starts with two more arguments, which let the
 /// operations on keys that no other operation of the call touches share Redis calls

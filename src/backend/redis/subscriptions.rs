@@ -13,8 +13,8 @@ use tokio::task::JoinHandle;
 
 use super::channel_names::ChannelNames;
 use super::echoes::Echoes;
-use super::names::{keys_of_channel, keys_of_read_write_channel, waiting_channel};
-use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use super::messages::deliver_messages;
+use super::names::waiting_channel;
 use super::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
 use crate::key::{KeyMap, LockKey};
@@ -259,60 +259,6 @@ async fn follow_waiters(
                     (key, wanted)
                 })
                 .collect();
-        }
-    }
-}
-
-/// Turns unlock messages of other processes into wake-ups of local heads (our own come
-/// back too: they are taken off `echoes`), and a fair waiter's message into its turn.
-async fn deliver_messages(
-    subscriber: SubscriberClient,
-    notices: Notices,
-    echoes: Arc<Echoes>,
-    waiters: WaiterChannels,
-) {
-    let mut messages = subscriber.message_rx();
-    loop {
-        match messages.recv().await {
-            Ok(message) => {
-                if let Some((key, owner)) = waiters.waiter(&message.channel) {
-                    notices.turn(&key, &owner);
-                    continue;
-                }
-                let text = message.value.as_str();
-                // A read-write lock's messages: `1` (a write release) lets every reader
-                // in, `0` (a read release) the next waiter; this process's own come back
-                // too, and are taken off `echoes`.
-                if message.channel.starts_with("redisson_rwlock:") {
-                    for key in keys_of_read_write_channel(&message.channel) {
-                        match text.as_deref() {
-                            Some(UNLOCK_MESSAGE | READ_UNLOCK_MESSAGE) if echoes.take(&key) => {}
-                            Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
-                            Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
-                            _ => {}
-                        }
-                    }
-                    continue;
-                }
-                for key in keys_of_channel(&message.channel) {
-                    match text.as_deref() {
-                        Some(UNLOCK_MESSAGE) if echoes.take(&key) => {}
-                        Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
-                        Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
-                        _ => {}
-                    }
-                }
-            }
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(
-                    target: TARGET,
-                    missed,
-                    "tower-lock: unlock messages were dropped; every waiter retries"
-                );
-                echoes.forget_expected();
-                notices.resync();
-            }
-            Err(RecvError::Closed) => return,
         }
     }
 }

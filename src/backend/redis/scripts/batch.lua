@@ -62,6 +62,12 @@ while i <= n do
       result = 0
     end
   else
+    -- `a<n>`: a last release that announces the run of n holds it ends.
+    local run
+    if string.byte(op, 1) == 97 then
+      run = string.sub(op, 2)
+      op = '-1'
+    end
     local expected = op == '-1' and -1 or tonumber(op)
     local channel
     if expected < 0 then
@@ -98,6 +104,8 @@ while i <= n do
         else
           redis.call('del', key)
         end
+        -- The run's length goes first (Redisson ignores a message other than 0 and 1).
+        if run then redis.call(PUBLISH, channel, '-' .. run) end
         result = UNLOCKED + redis.call(PUBLISH, channel, UNLOCK_MESSAGE)
       end
     end

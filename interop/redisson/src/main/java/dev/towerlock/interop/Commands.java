@@ -83,6 +83,9 @@ final class Commands {
             // witness <holder> <kind> <name> <rounds> <hold µs> <counter key> <log key> <mark>
             case "witness" -> witness(w[3], w[4], Integer.parseInt(w[5]), Long.parseLong(w[6]),
                     w[7], w[8], w[9]);
+            // contend <kind> <name> <threads> <hold µs> <duration ms> <counter key>
+            case "contend" -> contend(w[2], w[3], Integer.parseInt(w[4]), Long.parseLong(w[5]),
+                    Long.parseLong(w[6]), w[7]);
             // is_locked <kind> <name>
             case "is_locked" -> String.valueOf(lockOf(w[2], w[3]).isLocked());
             // force_unlock <kind> <name>
@@ -141,6 +144,54 @@ final class Commands {
             }
         }
         return "rounds=" + rounds + " violations=" + violations;
+    }
+
+    /**
+     * {@code threads} threads take the lock in turn for {@code durationMs}, each holding it
+     * {@code holdMicros} and asking again at once; inside each hold the shared counter is
+     * INCRed (any value but 1 is a second holder: a violation) and DECRed. Answers each
+     * thread's number of holds.
+     */
+    private String contend(String kind, String name, int threads, long holdMicros,
+                           long durationMs, String counterKey) throws Exception {
+        RAtomicLong counter = redisson.getAtomicLong(counterKey);
+        long deadline = System.nanoTime() + durationMs * 1_000_000L;
+        long[] holds = new long[threads];
+        int[] violations = new int[1];
+        Thread[] workers = new Thread[threads];
+        for (int t = 0; t < threads; t++) {
+            int at = t;
+            workers[t] = new Thread(() -> {
+                RLock lock = lockOf(kind, name);
+                while (System.nanoTime() < deadline) {
+                    lock.lock();
+                    try {
+                        if (counter.incrementAndGet() != 1) {
+                            synchronized (violations) {
+                                violations[0]++;
+                            }
+                        }
+                        LockSupport.parkNanos(holdMicros * 1000);
+                        counter.decrementAndGet();
+                        holds[at]++;
+                    } finally {
+                        lock.unlock();
+                    }
+                }
+            }, "contend-" + t);
+            workers[t].start();
+        }
+        for (Thread worker : workers) {
+            worker.join();
+        }
+        StringBuilder counts = new StringBuilder();
+        for (long h : holds) {
+            if (counts.length() > 0) {
+                counts.append(',');
+            }
+            counts.append(h);
+        }
+        return "holds=" + counts + " violations=" + violations[0];
     }
 
     private RLock lockOf(String kind, String name) {
