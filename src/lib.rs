@@ -18,6 +18,21 @@ pub use engine::{
     DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };
 pub use error::{BackendError, LockError, Released};
+/// The Redis client that tower-lock is built on, re-exported so that a connection can be
+/// configured and handed over with the very fred version tower-lock uses: a `Config`
+/// (TLS, credentials, Sentinel, Cluster) for [`RedisBackend::from_config`], or clients of
+/// your own for [`RedisBackend::from_clients`] and [`RedisBackend::from_pool`].
+///
+/// It is built with the features tower-lock needs (scripts, pub/sub, cluster and server
+/// commands), not with fred's data commands: `GET`, `HSET` and the like are not there. For
+/// commands of your own, add `fred = "10"` with the features you use to your
+/// `Cargo.toml`: Cargo builds one fred for both, so your clients and tower-lock's are the
+/// same types (a client built from your `fred` can be given to
+/// [`RedisBackend::from_clients`]).
+///
+/// [`RedisBackend::from_config`]: backend::RedisBackend::from_config
+/// [`RedisBackend::from_clients`]: backend::RedisBackend::from_clients
+/// [`RedisBackend::from_pool`]: backend::RedisBackend::from_pool
 #[cfg(feature = "redis")]
 pub use fred;
 #[cfg(feature = "axum")]

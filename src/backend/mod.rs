@@ -271,6 +271,16 @@ pub trait Backend: Send + Sync + 'static {
         true
     }
 
+    /// Why the backend cannot be asked now, while [`is_available`](Self::is_available) is
+    /// `false`: the error that acquisitions answer then. Default: "the lock backend is
+    /// unreachable (reconnecting)".
+    fn unavailable_reason(&self) -> BackendError {
+        BackendError::new(format!(
+            "the {} lock backend is unreachable (reconnecting)",
+            self.name()
+        ))
+    }
+
     /// Rejects a key this backend cannot lock safely (`Err` says why). Redis Cluster
     /// rejects keys whose braces would put the lock and its channel in different slots.
     fn check_key(&self, _key: &LockKey) -> Result<(), String> {

@@ -315,6 +315,22 @@ impl Backend for RedLockBackend {
         up >= self.quorum()
     }
 
+    fn unavailable_reason(&self) -> BackendError {
+        let nodes = &self.inner.nodes;
+        let down: Vec<String> = nodes
+            .iter()
+            .filter(|node| !node.is_available())
+            .map(|node| node.unavailable_reason().to_string())
+            .collect();
+        BackendError::new(format!(
+            "RedLock: only {} of {} nodes can be reached now; {} are needed ({})",
+            nodes.len() - down.len(),
+            nodes.len(),
+            self.quorum(),
+            down.join("; ")
+        ))
+    }
+
     fn check_key(&self, key: &LockKey) -> Result<(), String> {
         self.inner
             .nodes

@@ -167,9 +167,9 @@ pub(super) fn checked(
     })
 }
 
-/// The error of a backend that knows it cannot be reached now.
-pub(super) fn backend_down() -> BackendError {
-    BackendError::new("the lock backend is unreachable (reconnecting)")
+/// The error of a backend that knows it cannot be reached now (the backend says why).
+pub(super) fn backend_down(inner: &ManagerInner) -> BackendError {
+    inner.store().unavailable_reason()
 }
 
 /// An acquisition under way.
@@ -278,7 +278,7 @@ impl<'a> Acquisition<'a> {
                 "no answer from the lock backend within the wait ({:?})",
                 self.wait
             ))),
-            Err(GaveUp::Unreachable) => Err(backend_down()),
+            Err(GaveUp::Unreachable) => Err(backend_down(self.inner)),
         };
         match result? {
             attempt @ (Attempt::Acquired | Attempt::Fenced(_)) => Ok(Ok(Grant {
@@ -409,7 +409,7 @@ pub(super) fn wait_ended(
 ) -> LockError {
     match last_error {
         Some(error) => LockError::Unavailable(error),
-        None if !inner.store().is_available() => LockError::Unavailable(backend_down()),
+        None if !inner.store().is_available() => LockError::Unavailable(backend_down(inner)),
         None => timed_out(key, started, holder_until),
     }
 }

@@ -78,7 +78,7 @@ impl<'a> FairAcquisition<'a> {
                 // Only a first attempt gives up on a backend that cannot be reached (fail
                 // fast, as below).
                 Err(GaveUp::Unreachable) => {
-                    last_error = Some(backend_down());
+                    last_error = Some(backend_down(inner));
                     break;
                 }
                 Ok(Ok(FairAttempt::Acquired)) => {

@@ -216,7 +216,7 @@ impl LockRequest {
         // The backend knows it cannot be reached: say so now rather than queue behind a
         // reconnect (a waiter already queued rides the outage out while its wait lasts).
         if !inner.store().is_available() && !self.waiting_already {
-            return Err(LockError::Unavailable(super::acquire::backend_down()));
+            return Err(LockError::Unavailable(super::acquire::backend_down(inner)));
         }
         if want.kind == LockKind::Fair {
             return FairAcquisition::new(inner, want, self.wait).run().await;

@@ -111,6 +111,10 @@ impl Store {
         self.backend().is_available()
     }
 
+    pub(crate) fn unavailable_reason(&self) -> BackendError {
+        self.backend().unavailable_reason()
+    }
+
     pub(crate) fn check_key(&self, key: &LockKey) -> Result<(), String> {
         self.backend().check_key(key)
     }

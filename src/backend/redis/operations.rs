@@ -270,6 +270,14 @@ impl Backend for RedisBackend {
         self.inner.commands.is_connected()
     }
 
+    fn unavailable_reason(&self) -> BackendError {
+        let config = self.inner.commands.first().client_config();
+        BackendError::new(format!(
+            "Redis at {} is unreachable (reconnecting)",
+            super::connect::servers(&config)
+        ))
+    }
+
     fn check_key(&self, key: &LockKey) -> Result<(), String> {
         if !self.inner.commands.first().is_clustered() {
             return Ok(());
