@@ -222,5 +222,5 @@ async fn restart_while_fair_waiters_wait() {
     assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
     let redis = support::client(&url).await;
     support::fair_queued(&redis, name, 0).await;
-    assert_eq!(waiter_side.stats(), Default::default());
+    support::nothing_left_behind(&waiter_side).await;
 }

@@ -236,5 +236,5 @@ async fn waiter_channels_come_and_go_in_batches_on_one_connection() {
         unsubscribes < 64,
         "{unsubscribes} UNSUBSCRIBEs for 64 waiters"
     );
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }

@@ -108,7 +108,7 @@ async fn restart_while_waiting_and_holding() {
     }
     assert!(acquired > 0, "waiters acquire after the restart");
     assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
-    assert_eq!(waiter_side.stats(), Default::default());
+    support::nothing_left_behind(&waiter_side).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

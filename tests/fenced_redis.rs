@@ -38,5 +38,5 @@ async fn a_counter_holding_other_data_refuses_the_acquisition_and_takes_nothing(
     assert!(format!("{error:#}").contains("WRONGTYPE"), "{error:#}");
     let taken: i64 = admin.exists(&name).await.unwrap();
     assert_eq!(taken, 0);
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }

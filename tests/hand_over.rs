@@ -232,7 +232,7 @@ async fn a_release_that_finds_the_lock_gone_and_taken_hands_nothing_over() {
 
     assert_eq!(taken.release().await.unwrap(), Released::Unlocked);
     each_holds_it_alone(&client, &name, waiters).await;
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }
 
 /// Redis stops while a holder has waiters queued: its release cannot reach Redis and

@@ -98,7 +98,7 @@ async fn exclusion_under_load(count: usize) {
     assert_eq!(done.load(Ordering::SeqCst), 200);
     assert_eq!(nodes.holding(&name).await, 0, "released on every node");
     for manager in &managers {
-        assert_eq!(manager.stats(), Default::default());
+        support::nothing_left_behind(&manager).await;
     }
 }
 
@@ -266,5 +266,5 @@ async fn fewer_than_three_nodes_and_other_kinds_are_refused() {
         format!("{error:#}").contains("plain lock only"),
         "{error:#}"
     );
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }

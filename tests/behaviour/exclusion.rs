@@ -183,7 +183,7 @@ async fn concurrent_names_stay_exclusive(backend: BackendUnderTest) {
             "24 concurrent tasks never had their operations batched"
         );
     }
-    assert_eq!(manager.stats(), Default::default(), "nothing left behind");
+    support::nothing_left_behind(&manager).await;
 }
 
 /// fred re-sends a command that was in flight when its connection dropped: every

@@ -52,8 +52,8 @@ async fn crosswise_callers_never_deadlock_nor_overlap(backend: BackendUnderTest)
     let second = caller(other.clone(), [b.clone(), a.clone()]);
     first.await.unwrap();
     second.await.unwrap();
-    assert_eq!(ctx.manager.stats(), Default::default());
-    assert_eq!(other.stats(), Default::default());
+    support::nothing_left_behind(&ctx.manager).await;
+    support::nothing_left_behind(&other).await;
 }
 
 /// A part held by someone else: the multi-lock waits for it within its wait, then fails and
@@ -87,7 +87,7 @@ async fn a_partial_failure_releases_what_was_taken(backend: BackendUnderTest) {
     let all = ctx.manager.multi_lock(&names).try_acquire().await.unwrap();
     assert_eq!(all.parts().len(), 3);
     assert_eq!(all.release().await.unwrap(), Released::Unlocked);
-    assert_eq!(ctx.manager.stats(), Default::default());
+    support::nothing_left_behind(&ctx.manager).await;
 }
 
 /// A waiting multi-lock gets every part once the holder of one lets it go.
@@ -136,7 +136,7 @@ async fn a_part_lost_mid_hold_fires_the_loss_signal(backend: BackendUnderTest) {
     assert!(signal.is_lost() && guard.is_lost());
     assert!(guard.parts()[1].is_lost() && !guard.parts()[0].is_lost());
     assert_eq!(guard.release().await.unwrap(), Released::NotHeld);
-    assert_eq!(ctx.manager.stats(), Default::default());
+    support::nothing_left_behind(&ctx.manager).await;
 }
 
 /// A name given twice is taken once; no names, or an invalid one, is an error.

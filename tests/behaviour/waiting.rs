@@ -63,11 +63,7 @@ async fn a_release_wakes_the_waiter_before_the_lease_ends(backend: BackendUnderT
     );
     let guard = waiter.await.unwrap().expect("the release woke the waiter");
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
-    assert_eq!(
-        ctx.manager.stats(),
-        Default::default(),
-        "nothing left behind"
-    );
+    support::nothing_left_behind(&ctx.manager).await;
 }
 
 async fn wait_times_out_with_a_typed_error(backend: BackendUnderTest) {
@@ -109,7 +105,7 @@ async fn a_release_that_finds_the_lock_gone_wakes_the_next_waiter(backend: Backe
         .unwrap()
         .expect("and gets the free lock");
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
-    assert_eq!(ctx.manager.stats(), Default::default());
+    support::nothing_left_behind(&ctx.manager).await;
 }
 
 async fn dropped_waiter_leaves_the_queue(backend: BackendUnderTest) {

@@ -8,6 +8,7 @@ use http::StatusCode;
 use tower_lock::{FencedLocked, HeldLock, LockLayer, Locked};
 
 use crate::helpers::{manager, oneshot};
+use crate::support;
 use crate::support::order::OrderId;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
@@ -62,6 +63,9 @@ async fn the_extractor_alone_and_under_a_plain_layer(backend: BackendUnderTest) 
     assert_eq!(status, StatusCode::OK);
     let (_, second) = oneshot(&alone, "GET", "/fenced/8").await;
     assert!(token(&second) > token(&first));
+    // Without a layer, the extractor's guard is released in the background once the handler
+    // returns; under a layer, the claims below end before each response goes out.
+    support::background_releases_done(&locks).await;
     let plain_token =
         |order: Locked<OrderId>| async move { format!("{:?}", order.fencing_token()) };
     let under_plain = Router::new()

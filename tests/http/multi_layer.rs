@@ -78,11 +78,11 @@ async fn crosswise_transfers_through_the_layer(backend: BackendUnderTest) {
         assert_eq!(task.await.unwrap(), (StatusCode::OK, both.clone()));
     }
     // Released before each response went out: nothing is left once all are answered.
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
     // One account named twice is taken once.
     let (status, body) = oneshot(&app, "POST", "/transfers/3/3").await;
     assert_eq!((status, body), (StatusCode::OK, key("account:3")));
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }
 
 async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTest) {
@@ -113,7 +113,7 @@ async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTe
         oneshot(&app, "POST", "/transfers/8/9").await.0,
         StatusCode::OK
     );
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }
 
 backend_suite!(
@@ -187,7 +187,7 @@ async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
         .route_layer(MultiLockLayer::by_path_params("account:", ["from"]));
     let (status, body) = oneshot(&unmanaged, "POST", "/one/7").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }
 
 /// `Locked<K>` naming one of the layer's keys enters that part (the same owner) instead of
@@ -208,7 +208,7 @@ async fn an_extractor_behind_the_layer_enters_its_part() {
     let (status, body) = oneshot(&app, "POST", "/transfers/7/9").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.starts_with("7 by "), "{body}");
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }
 
 /// A part deleted behind the handler: under `abort_on_lost` the handler is dropped, the
@@ -233,7 +233,7 @@ async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
     assert!(body.contains("account:2"), "{body}");
     let other = locks.lock("account:1").try_acquire().await.expect("freed");
     assert_eq!(other.release().await.unwrap(), Released::Unlocked);
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }
 
 /// A request dropped while its handler runs (client gone) releases every part.
@@ -283,7 +283,7 @@ async fn a_dropped_request_releases_every_part() {
         .expect("released");
     assert_eq!(freed.release().await.unwrap(), Released::Unlocked);
     assert_eq!(busy.release().await.unwrap(), Released::Unlocked);
-    assert_eq!(locks.stats(), Default::default());
+    support::nothing_left_behind(&locks).await;
 }
 
 /// Transfers whose handler never ends, behind `layer`; `entered` hears of each handler.

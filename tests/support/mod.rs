@@ -413,6 +413,28 @@ pub fn eventually_sync(what: &str, mut f: impl FnMut() -> bool) {
     panic!("{what}: not within 20 s");
 }
 
+/// Nothing of `locks` is left behind: no waiter, claim or renewal now, and no subscription
+/// change pending once the manager's subscriber task has taken the last ones (it runs on
+/// its own, after the waiter that made the change has gone on: waiting for it is waiting
+/// for that event, not for time to pass).
+pub async fn nothing_left_behind(locks: &tower_lock::LockManager) {
+    eventually(
+        "the subscriber task takes the last subscription changes",
+        || async { (locks.stats().subscription_changes == 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(locks.stats(), Default::default(), "nothing left behind");
+}
+
+/// Waits until the releases that dropped guards started in the background (an extractor
+/// used without a layer releases once its handler returns) have ended their claims.
+pub async fn background_releases_done(locks: &tower_lock::LockManager) {
+    eventually("the background releases end their claims", || async {
+        (locks.stats().claimed_names == 0).then_some(())
+    })
+    .await;
+}
+
 /// A task that waits up to `wait` for the lock `name` of `locks` and returns its guard.
 pub fn spawn_waiter(
     locks: &tower_lock::LockManager,
