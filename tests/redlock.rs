@@ -98,7 +98,7 @@ async fn exclusion_under_load(count: usize) {
     assert_eq!(done.load(Ordering::SeqCst), 200);
     assert_eq!(nodes.holding(&name).await, 0, "released on every node");
     for manager in &managers {
-        support::nothing_left_behind(&manager).await;
+        support::nothing_left_behind(manager).await;
     }
 }
 
