@@ -93,20 +93,14 @@ async fn restart_while_waiting_and_holding() {
     tokio::time::timeout(Duration::from_secs(10), holder.lost())
         .await
         .expect("the holder learns that its lock is gone");
-    // Every waiter completes: it acquires after the restart, or (if its attempt was on its
-    // way as Redis went away: its owner id is then never used again, so that attempt can
-    // be undone if it lands) it reports the backend unavailable at once.
-    let mut acquired = 0;
+    // Every waiter rides the restart out and acquires: a queued waiter gives up only when
+    // its own wait ends (an attempt on its way as Redis went away is answered once Redis is
+    // back, or fails and is tried again).
     for waiter in waiters {
-        match waiter.await.unwrap() {
-            Ok(()) => acquired += 1,
-            Err(LockError::Unavailable(error)) => {
-                assert!(error.to_string().contains("unreachable"), "{error}")
-            }
-            Err(other) => panic!("a waiter failed after the restart: {other}"),
+        if let Err(error) = waiter.await.unwrap() {
+            panic!("a queued waiter failed across the restart: {error}");
         }
     }
-    assert!(acquired > 0, "waiters acquire after the restart");
     assert_eq!(holder.release().await.unwrap(), Released::NotHeld);
     support::nothing_left_behind(&waiter_side).await;
 }
