@@ -27,7 +27,7 @@ async fn both_sides_share_one_counter(target: Target) {
             .unwrap_err();
         assert!(matches!(busy, LockError::TimedOut { .. }), "{busy}");
         let channel = crate::unlock_channel(&name);
-        let before = support::numsub(&sides.admin, &channel).await;
+        let before = crate::no_subscriber(&sides.admin, &channel).await;
         let waiter = {
             let (locks, name) = (sides.locks.clone(), name.clone());
             tokio::spawn(async move { locks.fenced_lock(&name).wait(WAKE_WAIT).acquire().await })

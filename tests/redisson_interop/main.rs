@@ -141,6 +141,17 @@ pub fn unlock_channel(key: &str) -> String {
     }
 }
 
+/// Waits until nobody subscribes to `channel` (a waiter of an earlier step, of either side,
+/// is unsubscribed by its client in its own time) and returns that count, 0: the count from
+/// which [`subscribed`] sees a new waiter, which a subscription dropped meanwhile could
+/// otherwise hide.
+pub async fn no_subscriber(admin: &Client, channel: &str) -> i64 {
+    support::eventually(&format!("nobody left on {channel}"), || async {
+        (support::numsub(admin, channel).await == 0).then_some(0)
+    })
+    .await
+}
+
 /// Waits until one more connection than `before` subscribes to `channel`: a waiter of either
 /// side is then listening (the signal, instead of a sleep, that it waits by pub/sub).
 pub async fn subscribed(admin: &Client, channel: &str, before: i64) {

@@ -81,7 +81,7 @@ async fn read_write_locks_interoperate(target: Target) {
     let channel = format!("redisson_rwlock:{{{name}}}");
     for (ours_kind, java_kind) in [(Write, "read"), (Read, "write")] {
         assert_eq!(ours.acquire(ours_kind, "o", 0).await, Attempt::Acquired);
-        let before = support::numsub(&sides.admin, &channel).await;
+        let before = crate::no_subscriber(&sides.admin, &channel).await;
         let (java, ()) = tokio::join!(
             sides.java.lock(
                 "waiter",
@@ -119,7 +119,7 @@ async fn redisson_releases_wake_tower_lock_waiters(target: Target) {
     let channel = format!("redisson_rwlock:{{{name}}}");
 
     assert!(sides.java_gets("jw", "write", &name).await);
-    let before = support::numsub(&sides.admin, &channel).await;
+    let before = crate::no_subscriber(&sides.admin, &channel).await;
     let readers: Vec<_> = (0..4)
         .map(|_| {
             let locks = sides.locks.clone();
@@ -151,7 +151,7 @@ async fn redisson_releases_wake_tower_lock_waiters(target: Target) {
     }
 
     assert!(sides.java_gets("jr", "read", &name).await);
-    let before = support::numsub(&sides.admin, &channel).await;
+    let before = crate::no_subscriber(&sides.admin, &channel).await;
     let (writer, ()) = tokio::join!(
         sides.locks.write_lock(&name).wait(WAKE_WAIT).acquire(),
         async {

@@ -23,7 +23,7 @@ pub async fn tower_lock_release_wakes_redisson(sides: &Sides, name: &str) -> i64
         .acquire()
         .await
         .unwrap();
-    let before = support::numsub(&sides.admin, &channel).await;
+    let before = crate::no_subscriber(&sides.admin, &channel).await;
     let key = guard.key().as_str().to_owned();
     let (java, released) = tokio::join!(
         sides
@@ -53,7 +53,7 @@ pub async fn redisson_release_wakes_tower_lock(sides: &Sides, name: &str) -> i64
         .lock("holder", "lock", &key, Some(WAKE_WAIT), Some(LONG_LEASE))
         .await;
     assert!(java.acquired, "{key}: Redisson gets the free lock");
-    let before = support::numsub(&sides.admin, &channel).await;
+    let before = crate::no_subscriber(&sides.admin, &channel).await;
     let (acquired, released) = tokio::join!(
         async {
             let guard = sides.locks.lock(name).wait(WAKE_WAIT).acquire().await;
@@ -78,7 +78,7 @@ async fn redisson_release_wakes_redisson(sides: &Sides, name: &str) -> i64 {
         .lock("holder", "lock", name, None, Some(LONG_LEASE))
         .await;
     assert!(held.acquired);
-    let before = support::numsub(&sides.admin, &channel).await;
+    let before = crate::no_subscriber(&sides.admin, &channel).await;
     let (woken, released) = tokio::join!(
         sides
             .java
@@ -95,12 +95,14 @@ async fn redisson_release_wakes_redisson(sides: &Sides, name: &str) -> i64 {
 
 async fn wake_ups_both_ways(target: Target) {
     let sides = target.sides().await;
-    let name = support::unique("interop-wake");
     let (mut to_java, mut to_rust, mut java_to_java) = (Vec::new(), Vec::new(), Vec::new());
+    // A name of its own per step: a subscription of the step before, which either client
+    // drops in its own time, must not hide (or stand for) the waiter's new one.
+    let fresh = || support::unique("interop-wake");
     for _ in 0..ROUNDS {
-        to_java.push(tower_lock_release_wakes_redisson(&sides, &name).await);
-        to_rust.push(redisson_release_wakes_tower_lock(&sides, &name).await);
-        java_to_java.push(redisson_release_wakes_redisson(&sides, &name).await);
+        to_java.push(tower_lock_release_wakes_redisson(&sides, &fresh()).await);
+        to_rust.push(redisson_release_wakes_tower_lock(&sides, &fresh()).await);
+        java_to_java.push(redisson_release_wakes_redisson(&sides, &fresh()).await);
     }
     println!(
         "{target:?} wake-up, tower-lock release → Redisson holds: {}",
