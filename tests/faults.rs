@@ -330,3 +330,19 @@ async fn killed_readers_holds_expire_and_a_writer_gets_in() {
         .expect("the writer gets in once the leases end");
     assert_eq!(writer.release().await.unwrap(), Released::Unlocked);
 }
+
+/// The test support itself: a server whose port another listener took fails to start with
+/// a message saying so, and `start` moves on to another port (it used to wait for ever for
+/// the server's ready line: the shell around the exited server kept the pipe open).
+#[test]
+fn a_redis_server_whose_port_is_taken_says_so() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    match RedisServer::try_start_with(port, &[]) {
+        Err(support::StartFailure::PortTaken(why)) => assert!(why.contains("taken"), "{why}"),
+        Err(other) => panic!("expected the port taken, got: {other}"),
+        Ok(_) => panic!("a server started on a port another listener holds"),
+    }
+    let server = RedisServer::start();
+    assert_ne!(server.port(), port);
+}

@@ -6,20 +6,25 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use super::RedisServer;
+use super::{RedisServer, StartFailure};
 
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
 /// A port `p` with `p` and its cluster bus port `p + 10000` both free.
+/// A free port for a cluster node whose bus port (the port + 10,000) is free too: nodes take
+/// 20,000–22,767 and their buses 30,000–32,767, out of the plain servers' range
+/// (`free_port`) and below the kernel's ephemeral range (32768–), so that no listener bound
+/// to port 0 can take a bus port.
 fn cluster_port() -> u16 {
-    for _ in 0..1000 {
-        let Ok(listener) = TcpListener::bind("127.0.0.1:0") else {
-            continue;
-        };
-        let port = listener.local_addr().unwrap().port() % 20_000 + 20_000;
-        drop(listener);
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 20_000;
+    const PORTS: u32 = 2_768;
+    let seed = std::process::id().wrapping_mul(7919);
+    for _ in 0..PORTS {
+        let port = (FIRST + (seed + NEXT.fetch_add(1, Ordering::Relaxed) * 383) % PORTS) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok()
             && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()
         {
@@ -41,19 +46,25 @@ impl RedisCluster {
     pub fn start(masters: usize, replicas: usize) -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
-                let port = cluster_port();
-                let conf = format!("nodes-{port}.conf");
-                RedisServer::start_with(
-                    port,
-                    &[
+                // A port (or its bus port) taken meanwhile by another test's node: another.
+                for _ in 0..20 {
+                    let port = cluster_port();
+                    let conf = format!("nodes-{port}.conf");
+                    let extra = [
                         "--cluster-enabled",
                         "yes",
                         "--cluster-config-file",
                         &conf,
                         "--cluster-node-timeout",
                         "2000",
-                    ],
-                )
+                    ];
+                    match RedisServer::try_start_with(port, &extra) {
+                        Ok(node) => return node,
+                        Err(StartFailure::PortTaken(_)) => continue,
+                        Err(failure) => panic!("{failure}"),
+                    }
+                }
+                panic!("no free port pair for a cluster node in 20 tries")
             })
             .collect();
         let mut args = vec!["--cluster".to_owned(), "create".to_owned()];

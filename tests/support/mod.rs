@@ -42,9 +42,11 @@ pub struct RedisServer {
 }
 
 impl RedisServer {
-    /// Starts a server on a free loopback port and waits until it accepts connections.
+    /// Starts a server on a free loopback port and waits until it accepts connections. A
+    /// port taken meanwhile by another listener (another test's server, a cluster bus) is
+    /// given up for another.
     pub fn start() -> RedisServer {
-        Self::start_on(free_port())
+        Self::start_with_retries(&[])
     }
 
     /// Starts a server on `port`.
@@ -54,6 +56,25 @@ impl RedisServer {
 
     /// Starts a server on `port` with extra `redis-server` arguments.
     pub fn start_with(port: u16, extra: &[&str]) -> RedisServer {
+        Self::try_start_with(port, extra).unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// [`start`](Self::start) with extra arguments: on free ports, trying others while
+    /// the one picked turns out taken.
+    pub fn start_with_retries(extra: &[&str]) -> RedisServer {
+        let mut last = String::new();
+        for _ in 0..20 {
+            match Self::try_start_with(free_port(), extra) {
+                Ok(server) => return server,
+                Err(StartFailure::PortTaken(why)) => last = why,
+                Err(StartFailure::Other(why)) => panic!("{why}"),
+            }
+        }
+        panic!("no free port for redis-server in 20 tries: {last}");
+    }
+
+    /// Starts a server on `port` with extra arguments, or says why it did not start.
+    pub fn try_start_with(port: u16, extra: &[&str]) -> Result<RedisServer, StartFailure> {
         let dir =
             std::env::temp_dir().join(format!("tower-lock-redis-{}-{port}", std::process::id()));
         let mut server = RedisServer {
@@ -63,25 +84,31 @@ impl RedisServer {
             sentinel_of: None,
             process: None,
         };
-        server.resume();
-        server
+        server.try_resume()?;
+        Ok(server)
     }
 
     /// Starts a Sentinel on a free port watching the master at `master_port` as
     /// `mymaster` (quorum 1, down after 1 s).
     pub fn start_sentinel(master_port: u16) -> RedisServer {
-        let port = free_port();
-        let dir =
-            std::env::temp_dir().join(format!("tower-lock-sentinel-{}-{port}", std::process::id()));
-        let mut server = RedisServer {
-            port,
-            dir,
-            extra: Vec::new(),
-            sentinel_of: Some(master_port),
-            process: None,
-        };
-        server.resume();
-        server
+        for _ in 0..20 {
+            let port = free_port();
+            let dir = std::env::temp_dir()
+                .join(format!("tower-lock-sentinel-{}-{port}", std::process::id()));
+            let mut server = RedisServer {
+                port,
+                dir,
+                extra: Vec::new(),
+                sentinel_of: Some(master_port),
+                process: None,
+            };
+            match server.try_resume() {
+                Ok(()) => return server,
+                Err(StartFailure::PortTaken(_)) => continue,
+                Err(StartFailure::Other(why)) => panic!("{why}"),
+            }
+        }
+        panic!("no free port for a Sentinel in 20 tries");
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -116,6 +143,14 @@ impl RedisServer {
 
     /// Starts the server again on the same port (empty: nothing was persisted).
     pub fn resume(&mut self) {
+        if let Err(failure) = self.try_resume() {
+            panic!("{failure}");
+        }
+    }
+
+    /// Starts the server process and waits until it is ready, or says why it is not: its
+    /// port taken (it exits at once), or anything else it printed before it gave up.
+    fn try_resume(&mut self) -> Result<(), StartFailure> {
         assert!(self.process.is_none(), "the server is running");
         // The shell removes it once the server is killed (see `stopping`).
         std::fs::create_dir_all(&self.dir).expect("create a directory for redis-server");
@@ -164,27 +199,60 @@ impl RedisServer {
             });
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = BufReader::new(stdout).lines();
+        // Its output is read on a thread of its own (and drained for as long as it runs, so
+        // that it never blocks on a full pipe): a server that exits without a word cannot
+        // leave this waiting for ever (the shell around it keeps the pipe open).
+        let (lines_tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines_tx = Some(lines_tx);
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // Once nobody listens, it only drains.
+                if lines_tx.as_ref().is_some_and(|tx| tx.send(line).is_err()) {
+                    lines_tx = None;
+                }
+            }
+        });
         let mut seen = Vec::new();
-        loop {
-            match lines.next() {
-                Some(Ok(line)) => {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let failure = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) => {
                     let ready = line.contains(ready_line);
+                    let taken = line.contains("Address already in use");
                     seen.push(line);
                     if ready {
-                        break;
+                        self.process = Some((child, stdin));
+                        return Ok(());
+                    }
+                    if taken {
+                        break StartFailure::PortTaken(format!(
+                            "port {} is taken: {}",
+                            self.port,
+                            seen.last().unwrap()
+                        ));
                     }
                 }
-                _ => panic!(
-                    "redis-server on port {} exited before it was ready:\n{}",
-                    self.port,
-                    seen.join("\n")
-                ),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    break StartFailure::Other(format!(
+                        "redis-server on port {} was not ready within 60 s:\n{}",
+                        self.port,
+                        seen.join("\n")
+                    ))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    break StartFailure::Other(format!(
+                        "redis-server on port {} exited before it was ready:\n{}",
+                        self.port,
+                        seen.join("\n")
+                    ))
+                }
             }
-        }
-        // Keep draining its output so that it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        self.process = Some((child, stdin));
+        };
+        // Closing its stdin ends the shell (and the server, if it runs).
+        drop(stdin);
+        let _ = child.wait();
+        Err(failure)
     }
 
     fn server_script(&self) -> String {
@@ -246,11 +314,44 @@ impl Drop for RedisServer {
     }
 }
 
+/// Why a server did not start.
+#[derive(Debug)]
+pub enum StartFailure {
+    /// Another listener has its port: try another.
+    PortTaken(String),
+    /// Anything else: what it printed.
+    Other(String),
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartFailure::PortTaken(why) | StartFailure::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+/// A loopback port free now, below the range the kernel hands out for listeners bound to
+/// port 0 and for outgoing connections (32768–60999 by default), so that such sockets of
+/// other tests cannot take it before the server binds it (or while it is stopped); and
+/// below the cluster nodes' ports (see `cluster`). A port that another test's server takes
+/// first is noticed when the server starts, and another is tried.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 10_000;
+    const PORTS: u32 = 10_000;
+    let seed = std::process::id().wrapping_mul(7919);
+    for _ in 0..PORTS {
+        let port = (FIRST + (seed + NEXT.fetch_add(1, Ordering::Relaxed) * 613) % PORTS) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!(
+        "no free loopback port between {FIRST} and {}",
+        FIRST + PORTS
+    );
 }
 
 /// The URL of a Redis shared by this test binary: `REDIS_URL`, or a server started once.
