@@ -34,6 +34,15 @@ pub enum LockError {
         /// The lock that was lost.
         key: LockKey,
     },
+    /// The lock has a record: what it guards was done already, and nothing was taken. Only
+    /// an acquisition that asks for records gets it (the idempotency layer's: the record is
+    /// the stored response).
+    Recorded {
+        /// The lock.
+        key: LockKey,
+        /// The record a release left with the lock.
+        record: bytes::Bytes,
+    },
     /// A guard was asked for a kind of lock its hold cannot become: a read hold cannot
     /// become a write hold (no upgrade: two readers upgrading at once would wait for each
     /// other forever), and a plain lock is not a read-write lock. Answered at once.
@@ -67,6 +76,11 @@ impl fmt::Display for LockError {
             LockError::Unavailable(err) => write!(f, "lock backend unavailable: {err}"),
             LockError::InvalidName { reason } => write!(f, "invalid lock name: {reason}"),
             LockError::Lost { key } => write!(f, "lock `{key}` is no longer held by this owner"),
+            LockError::Recorded { key, record } => write!(
+                f,
+                "lock `{key}` has a record ({} bytes): what it guards was done already",
+                record.len()
+            ),
             LockError::KindMismatch { key, held, asked } => match (held, asked) {
                 (crate::LockKind::Read, crate::LockKind::Write) => write!(
                     f,

@@ -131,6 +131,7 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
                 expected: 1,
                 successor: None,
                 announce_run: None,
+                record: None,
             })
             .await
             .unwrap()

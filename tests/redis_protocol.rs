@@ -348,6 +348,7 @@ async fn operations_dropped_unpolled_free_their_send_slots() {
         lease: Duration::from_secs(30),
         expected: 0,
         waits: false,
+        unless_recorded: false,
     };
     for _ in 0..3 {
         drop(backend.acquire(args("never-sent")));

@@ -9,6 +9,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -34,7 +36,7 @@ pub use redlock::RedLockBackend;
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// The outcome of one acquisition attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
     /// The owner now holds the lock (its count went from `expected` to `expected + 1`).
     Acquired,
@@ -48,6 +50,9 @@ pub enum Attempt {
     /// [`Acquired`](Self::Acquired) to one. A re-sent acquisition that already counted
     /// answers the counter as it is then.
     Fenced(u64),
+    /// For an acquisition that asked for it ([`AcquireArgs::unless_recorded`]): the lock
+    /// has a record (see [`ReleaseArgs::record`]), so nothing was taken; this is the record.
+    Recorded(Bytes),
 }
 
 impl Attempt {
@@ -85,6 +90,12 @@ pub struct AcquireArgs {
     /// then marks its wait, so that new readers hold back until it got in or stopped
     /// waiting ([`Backend::leave_queue`]).
     pub waits: bool,
+    /// Take the lock only if it has no record (one left by a release with
+    /// [`ReleaseArgs::record`] whose retention has not run out); if it has one, take nothing
+    /// and answer [`Attempt::Recorded`] with it, in the same atomic step. Only for a first
+    /// acquisition (`expected == 0`) of a plain or fenced lock; a backend without records
+    /// answers an error. (The idempotency layer runs a handler once per key this way.)
+    pub unless_recorded: bool,
 }
 
 /// One release.
@@ -114,6 +125,22 @@ pub struct ReleaseArgs {
     /// which Redisson ignores; see [`Notices::unlocked_after_run`]), so that their waiters
     /// let this process have about as many holds as they take. `None`: nothing to tell.
     pub announce_run: Option<u32>,
+    /// For the owner's last hold of a plain or fenced lock: store this record with the
+    /// lock's name, in the same atomic step as the release and only if the owner still
+    /// holds the lock (a holder that lost it stores nothing). The lock is then freed (never
+    /// handed over) and later acquisitions with [`AcquireArgs::unless_recorded`] get the
+    /// record instead of the lock until its retention ends. A backend without records
+    /// answers an error and releases nothing.
+    pub record: Option<LockRecord>,
+}
+
+/// A record stored with a lock by its last release (see [`ReleaseArgs::record`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRecord {
+    /// What is stored (opaque to the backend).
+    pub value: Bytes,
+    /// How long it is kept.
+    pub retention: Duration,
 }
 
 /// One lease renewal.

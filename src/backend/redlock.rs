@@ -149,6 +149,12 @@ fn too_few(what: &str, answered: usize, quorum: usize, nodes: usize) -> BackendE
     ))
 }
 
+/// A lock with a record (the idempotency layer's) needs its record stored atomically with
+/// the release on one store: a majority of nodes cannot give that.
+fn no_records() -> BackendError {
+    BackendError::new("RedLock has no locks with records (the idempotency layer needs one Redis)")
+}
+
 fn only_plain(kind: LockKind) -> Option<BackendError> {
     (kind != LockKind::Exclusive).then(|| {
         BackendError::new(format!(
@@ -165,6 +171,9 @@ impl Backend for RedLockBackend {
         Box::pin(async move {
             if let Some(error) = only_plain(args.kind) {
                 return Err(error);
+            }
+            if args.unless_recorded {
+                return Err(no_records());
             }
             let started = Instant::now();
             let answers = Self::on_all(&inner, |node| node.acquire(args.clone())).await;
@@ -188,6 +197,7 @@ impl Backend for RedLockBackend {
                 expected: args.expected + 1,
                 successor: None,
                 announce_run: None,
+                record: None,
             };
             if taken > 0 || answered < inner.nodes.len() {
                 Self::undo(&inner, undo).await;
@@ -230,6 +240,9 @@ impl Backend for RedLockBackend {
         let inner = self.inner.clone();
         let quorum = self.quorum();
         Box::pin(async move {
+            if args.record.is_some() {
+                return Err(no_records());
+            }
             let args = ReleaseArgs {
                 successor: None,
                 announce_run: None,

@@ -38,6 +38,9 @@ pub(super) struct Want {
     pub(super) lease: Duration,
     /// Whether a watchdog renews the lease (no fixed lease).
     pub(super) renewed: bool,
+    /// Take the lock only if it has no record (else the acquisition ends with
+    /// [`LockError::Recorded`]).
+    pub(super) unless_recorded: bool,
 }
 
 impl Want {
@@ -51,6 +54,7 @@ impl Want {
             lease: self.lease,
             expected: 0,
             waits,
+            unless_recorded: self.unless_recorded,
         }
     }
 
@@ -155,6 +159,7 @@ pub(super) fn checked(
                     expected: args.expected + 1,
                     successor: None,
                     announce_run: None,
+                    record: None,
                 };
                 let _ = inner.store().release(undo).await;
                 Err(BackendError::new(format!(
@@ -286,6 +291,7 @@ impl<'a> Acquisition<'a> {
                 claim,
                 token: attempt.fencing_token(),
             })),
+            Attempt::Recorded(record) => Err(self.recorded(record)),
             Attempt::Busy(pttl) => {
                 self.holder_until = pttl.map(|pttl| sent + pttl);
                 Ok(Err(pttl))
@@ -335,6 +341,12 @@ impl<'a> Acquisition<'a> {
                             queued.ticket().busy(pttl);
                         }
                         Ok(Ok(Attempt::Lost)) => queued.ticket().busy(None),
+                        Ok(Ok(Attempt::Recorded(record))) => {
+                            // Every local waiter for it will find the record too: they
+                            // look at once rather than one after another.
+                            queued.ticket().recorded();
+                            return Err(self.recorded(record));
+                        }
                         Ok(Err(error)) => {
                             last_error = Some(error);
                             queued.ticket().busy(Some(error_retry));
@@ -377,6 +389,13 @@ impl<'a> Acquisition<'a> {
 
     fn timed_out(&self) -> LockError {
         timed_out(&self.want.key, self.started, self.holder_until)
+    }
+
+    fn recorded(&self, record: bytes::Bytes) -> LockError {
+        LockError::Recorded {
+            key: self.want.key.clone(),
+            record,
+        }
     }
 }
 

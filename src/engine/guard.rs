@@ -13,7 +13,7 @@ use super::drop_safe::DropSafe;
 use super::hold::Hold;
 use super::loss::LossSignal;
 use super::outage::answer_within;
-use crate::backend::{Attempt, BoxFuture};
+use crate::backend::{Attempt, BoxFuture, LockRecord};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -178,6 +178,37 @@ impl LockGuard {
         Hold::release(count).await
     }
 
+    /// Releases the lock and leaves `record` with its name for `retention`, in the same
+    /// atomic step and only if this owner still holds it: a holder that lost the lock (its
+    /// lease ran out, it was deleted) stores nothing over what a newer holder may store.
+    /// The lock is freed (never handed over to a waiter of this process) and, until the
+    /// record expires, acquisitions made
+    /// [`unless_recorded`](crate::LockRequest::unless_recorded) get the record instead of
+    /// the lock. `Released::Unlocked`: stored; `NotHeld`: the lock was not held any more,
+    /// nothing stored. With other holds of this owner left (a reentry), it is a plain
+    /// release and stores nothing.
+    ///
+    /// # Errors
+    /// As [`release`](Self::release); a backend without records (RedLock) answers an error
+    /// and the lock ends with its lease.
+    ///
+    /// # Cancel safety
+    /// As [`release`](Self::release): it completes in the background if dropped.
+    pub async fn release_recording(
+        self,
+        record: bytes::Bytes,
+        retention: Duration,
+    ) -> Result<Released, BackendError> {
+        let mut guard = self;
+        let count = Counted::lock(guard.hold().clone()).await;
+        guard.hold = None;
+        let record = LockRecord {
+            value: record,
+            retention,
+        };
+        Hold::release_with(count, Some(record)).await
+    }
+
     /// Releases without a future when that needs no waiting: the count lock is free, no
     /// renewal is under way and the backend answers at once. `Err(self)`: not so; use
     /// [`release`](Self::release).
@@ -227,6 +258,7 @@ async fn downgrade(hold: &Arc<Hold>) -> Result<LockGuard, LockError> {
         owner: hold.owner().clone(),
         lease: hold.lease(),
         renewed: hold.is_renewed(),
+        unless_recorded: false,
     };
     let manager = hold.manager().clone();
     let span = telemetry::acquire_span(&want.key, LockKind::Read, Duration::ZERO);
@@ -301,9 +333,9 @@ async fn reenter_once(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
     let result = match answer_within(attempt, None, hold.manager()).await {
         Ok(result) => result,
         Err(_) => {
-            return Err(LockError::Unavailable(BackendError::new(
-                "the lock backend is unreachable (reconnecting)",
-            )))
+            return Err(LockError::Unavailable(
+                hold.manager().store().unavailable_reason(),
+            ))
         }
     };
     let mut count = count
@@ -318,7 +350,8 @@ async fn reenter_once(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
             drop(count);
             Ok(LockGuard::new(hold, attempt.fencing_token()))
         }
-        Attempt::Busy(_) | Attempt::Lost => {
+        // (A reentry never asks for a record.)
+        Attempt::Busy(_) | Attempt::Lost | Attempt::Recorded(_) => {
             hold.mark_lost();
             Err(lost())
         }

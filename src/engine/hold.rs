@@ -12,7 +12,7 @@ use super::count_lock::Count;
 use super::loss::Loss;
 use super::manager::ManagerInner;
 use super::renewal::RenewGate;
-use crate::backend::{AcquireArgs, ReleaseArgs, RenewArgs, Successor};
+use crate::backend::{AcquireArgs, LockRecord, ReleaseArgs, RenewArgs, Successor};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 use crate::telemetry;
@@ -157,16 +157,18 @@ impl Hold {
             lease: self.lease,
             expected,
             waits: false,
+            unless_recorded: false,
         }
     }
 
     /// One hold fewer for this owner, which has `expected`; the last may go to `successor`
-    /// (or, freeing the lock, announce the run it ends).
+    /// (or, freeing the lock, announce the run it ends, or store a record).
     pub(super) fn release_args(
         &self,
         expected: u32,
         successor: Option<Successor>,
         announce_run: Option<u32>,
+        record: Option<LockRecord>,
     ) -> ReleaseArgs {
         ReleaseArgs {
             key: self.key.clone(),
@@ -176,6 +178,7 @@ impl Hold {
             expected,
             successor,
             announce_run,
+            record,
         }
     }
 

@@ -12,7 +12,7 @@ use super::count_lock::Counted;
 use super::drop_safe::DropSafe;
 use super::hold::Hold;
 use super::unowned::release_unowned;
-use crate::backend::{BoxFuture, ReleaseReply, Successor};
+use crate::backend::{BoxFuture, LockRecord, ReleaseReply, Successor};
 use crate::error::{BackendError, Released};
 use crate::kind::LockKind;
 use crate::telemetry::{self, throttled, TARGET};
@@ -69,8 +69,16 @@ impl Hold {
 
     /// Drops one hold, with the count lock already taken. Runs to the end even if its
     /// caller goes away.
-    pub(super) fn release(
+    pub(super) fn release(count: Counted<Arc<Self>>) -> DropSafe<Result<Released, BackendError>> {
+        Self::release_with(count, None)
+    }
+
+    /// [`release`](Self::release), the last hold storing `record` with the lock in the same
+    /// step (see [`ReleaseArgs::record`](crate::backend::ReleaseArgs::record)): never handed
+    /// over, so that the waiters find the record.
+    pub(super) fn release_with(
         mut count: Counted<Arc<Self>>,
+        record: Option<LockRecord>,
     ) -> DropSafe<Result<Released, BackendError>> {
         let span = telemetry::release_span(&count.hold().span());
         let recorded = span.clone();
@@ -89,7 +97,12 @@ impl Hold {
             // waiter the owner, or hands nothing over.
             // Only a plain lock is handed over; freeing it, a release announces the run of
             // hand-overs it ends, for other processes taking turns.
-            let handing = if last && manager.hands_over() && this.kind() == LockKind::Exclusive {
+            let record = record.filter(|_| last);
+            let handing = if last
+                && record.is_none()
+                && manager.hands_over()
+                && this.kind() == LockKind::Exclusive
+            {
                 let limit = manager.settings().hand_over_limit;
                 manager.queues().next_holder(this.key(), limit)
             } else {
@@ -103,7 +116,7 @@ impl Hold {
                 let (owner, lease) = offer.successor();
                 Successor { owner, lease }
             });
-            let mut args = this.release_args(remaining, successor, announce);
+            let mut args = this.release_args(remaining, successor, announce, record);
             // A release is safe to re-send (it carries the count it expects): ride out a
             // short failure (a failover, a reconnect) before giving the lock up to its
             // lease.
@@ -155,7 +168,7 @@ impl Hold {
             let slot = self.gate().try_close()?;
             manager.renewals().cancel(slot);
         }
-        let args = self.release_args(*count, None, None);
+        let args = self.release_args(*count, None, None, None);
         // An error falls back to `release`, which re-sends it.
         let reply = manager.store().release_now(&args)?.ok()?;
         let result = Ok(reply.released);

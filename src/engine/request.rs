@@ -29,6 +29,8 @@ pub struct LockRequest {
     /// failing fast while the backend cannot be reached; an outage is ridden out while the
     /// wait lasts, as by a waiter already queued.
     waiting_already: bool,
+    /// Take the lock only if it has no record (see [`unless_recorded`](Self::unless_recorded)).
+    unless_recorded: bool,
 }
 
 impl std::fmt::Debug for LockRequest {
@@ -56,7 +58,43 @@ impl LockRequest {
             wait,
             fixed_lease: None,
             waiting_already: false,
+            unless_recorded: false,
         }
+    }
+
+    /// Takes the lock only if it has no record: the last holder of the name may leave one
+    /// when it releases ([`LockGuard::release_recording`]), to say that what the lock guards
+    /// was done, and with what result. While the record lasts, the acquisition takes nothing
+    /// and ends with [`LockError::Recorded`], which carries it; an acquisition that waits
+    /// for the holder ends so as soon as the holder leaves a record. A holder that leaves
+    /// none (it failed, and the work may be tried again) lets the next waiter take the lock.
+    /// This is how something runs once per key across processes (the idempotency layer runs
+    /// a request's handler once this way, the record being its response).
+    ///
+    /// For the plain lock only (a backend answers another kind with
+    /// [`LockError::Unavailable`]); RedLock has no records.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// use tower_lock::{LockError, LockManager};
+    ///
+    /// let locks = LockManager::memory();
+    /// let guard = locks.lock("job:7").unless_recorded().acquire().await.unwrap();
+    /// // … run the job once …
+    /// guard
+    ///     .release_recording("done".into(), Duration::from_secs(3600))
+    ///     .await
+    ///     .unwrap();
+    /// match locks.lock("job:7").unless_recorded().acquire().await {
+    ///     Err(LockError::Recorded { record, .. }) => assert_eq!(&record[..], b"done"),
+    ///     other => panic!("the job ran already: {other:?}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn unless_recorded(mut self) -> Self {
+        self.unless_recorded = true;
+        self
     }
 
     /// The caller already waits: see the field `waiting_already`.
@@ -128,6 +166,7 @@ impl LockRequest {
             owner: self.manager.next_owner(),
             lease,
             renewed,
+            unless_recorded: self.unless_recorded,
         }
     }
 
@@ -147,6 +186,7 @@ impl LockRequest {
         if !inner.store().answers_at_once()
             || !inner.has_runtime()
             || self.kind != LockKind::Exclusive
+            || self.unless_recorded
         {
             return Err(self);
         }

@@ -32,6 +32,7 @@ pub(super) fn release_unowned(
             expected: 1,
             successor: None,
             announce_run: None,
+            record: None,
         };
         let result = inner.store().release(undo).await;
         if matches!(result, Ok(reply) if reply.released == Released::Unlocked) {

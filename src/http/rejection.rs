@@ -250,6 +250,13 @@ impl LockRejection {
             LockError::KindMismatch { key, held, asked } => {
                 LockRejection::KindMismatch { key, held, asked }
             }
+            // Only acquisitions that ask for records get it (not the lock layers'): the
+            // work was done already, so the lock is not there to take.
+            LockError::Recorded { key, .. } => LockRejection::Busy {
+                key,
+                retry_after: busy.retry_after,
+                status: busy.status,
+            },
         }
     }
 }

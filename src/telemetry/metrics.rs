@@ -30,6 +30,9 @@ pub(super) fn acquired(kind: LockKind, outcome: AcquireOutcome, waited: Duration
             counter!("tower_lock_timed_out_total", "kind" => kind).increment(1)
         }
         AcquireOutcome::Unavailable => backend_error_named(kind),
+        AcquireOutcome::Recorded => {
+            counter!("tower_lock_recorded_total", "kind" => kind).increment(1)
+        }
         // An invalid name, a lost hold asked to reenter, an upgrade: the caller's to handle.
         AcquireOutcome::InvalidName | AcquireOutcome::Lost | AcquireOutcome::KindMismatch => {}
     }

@@ -84,6 +84,8 @@ pub(crate) enum AcquireOutcome {
     Lost,
     /// A guard asked for a kind its hold cannot give (an upgrade).
     KindMismatch,
+    /// The lock has a record: nothing was taken (an acquisition that asked for records).
+    Recorded,
 }
 
 impl AcquireOutcome {
@@ -97,6 +99,7 @@ impl AcquireOutcome {
             AcquireOutcome::InvalidName => "invalid_name",
             AcquireOutcome::Lost => "lost",
             AcquireOutcome::KindMismatch => "kind_mismatch",
+            AcquireOutcome::Recorded => "recorded",
         }
     }
 }
@@ -123,6 +126,7 @@ pub(crate) fn acquired(
         Err(LockError::InvalidName { .. }) => AcquireOutcome::InvalidName,
         Err(LockError::Lost { .. }) => AcquireOutcome::Lost,
         Err(LockError::KindMismatch { .. }) => AcquireOutcome::KindMismatch,
+        Err(LockError::Recorded { .. }) => AcquireOutcome::Recorded,
     };
     span.record("waited_ms", millis(waited));
     span.record("outcome", outcome.name());

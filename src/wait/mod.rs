@@ -350,6 +350,7 @@ impl WaitQueues {
             busy_until: None,
             turns: Default::default(),
             read_write: kind.is_read_write(),
+            recorded: false,
         });
         if let Some(busy_for) = busy_for {
             queue.busy_until = Some(Instant::now() + busy_for);

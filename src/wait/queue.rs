@@ -23,6 +23,9 @@ pub(super) struct Queue {
     pub(super) turns: Turns,
     /// Its waiters wait for a read-write lock (the backend listens on that lock's channel).
     pub(super) read_write: bool,
+    /// A waiter found the lock's record (see `LockRequest::unless_recorded`): every waiter
+    /// will, so all look at once rather than one after another.
+    pub(super) recorded: bool,
 }
 
 impl Queue {

@@ -44,12 +44,14 @@ impl Ticket {
             OfferState::Offered => return Turn::Wait(None),
             _ => {}
         }
-        // The head tries; so do the readers right behind a reading head (they share).
-        let in_front = queue.front().any(|w| w.id == self.waiter.id);
+        // The head tries; so do the readers right behind a reading head (they share), and
+        // everyone once a waiter found the lock's record.
+        let in_front = queue.recorded || queue.front().any(|w| w.id == self.waiter.id);
         if !in_front {
             return Turn::Wait(None);
         }
-        let now = queue.ready && self.waiter.retry.swap(false, Ordering::AcqRel);
+        let now =
+            (queue.ready || queue.recorded) && self.waiter.retry.swap(false, Ordering::AcqRel);
         match queue.busy_until {
             _ if now => {}
             Some(until) if until <= Instant::now() => {}
@@ -72,6 +74,19 @@ impl Ticket {
             queue.busy_until = busy_for.map(|d| Instant::now() + d);
         }
         *self.waiter.offer() = OfferState::Idle;
+    }
+
+    /// The waiter found the lock's record: every other waiter of the name looks at once
+    /// (they will find it too).
+    pub(crate) fn recorded(&self) {
+        let mut state = self.queues.lock(&self.key);
+        if let Some(queue) = state.queues.get_mut(&self.key) {
+            queue.recorded = true;
+            queue.busy_until = None;
+            for waiter in &queue.waiters {
+                waiter.signal(true);
+            }
+        }
     }
 
     /// The waiter acquired the lock with `lease` (by its own attempt or handed over);
@@ -124,6 +139,10 @@ impl Ticket {
                 self.queues.inner.changed.notify_one();
             }
             return orphaned;
+        }
+        if self.acquired_for.is_some() {
+            // The record is gone (its retention ran out): back to one at a time.
+            queue.recorded = false;
         }
         // The head took the lock by its own attempt: a turn of this process begins.
         if was_head && self.acquired_for.is_some() && !matches!(before, OfferState::Handed(_)) {

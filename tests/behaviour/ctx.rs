@@ -59,6 +59,15 @@ impl Ctx {
         }
     }
 
+    /// Another manager on the same backend (another process, for Redis).
+    pub async fn manager_sharing_the_backend(&self) -> LockManager {
+        match (&self.memory, &self.url) {
+            (Some(memory), _) => LockManager::builder().backend(memory.clone()),
+            (None, Some(url)) => LockManager::redis(url).await.unwrap(),
+            (None, None) => unreachable!("a context has a memory backend or a Redis URL"),
+        }
+    }
+
     /// Deletes the lock behind its holder's back.
     pub async fn delete(&self, name: &str) {
         let key = self.manager.key(name).unwrap();

@@ -110,6 +110,7 @@ async fn other_owners_cannot_release(backend: BackendUnderTest) {
                 expected: 1,
                 successor: None,
                 announce_run: None,
+                record: None,
             })
             .await
             .unwrap()
@@ -203,6 +204,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
         lease,
         expected,
         waits: false,
+        unless_recorded: false,
     };
     let release = |owner: &tower_lock::OwnerId, expected| ReleaseArgs {
         key: key.clone(),
@@ -212,6 +214,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
         expected,
         successor: None,
         announce_run: None,
+        record: None,
     };
     // Whether a re-entry by `owner` with `expected` holds finds exactly that count.
     let holds = |expected: u32| {

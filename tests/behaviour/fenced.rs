@@ -87,6 +87,7 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
         lease: Duration::from_secs(30),
         expected,
         waits: false,
+        unless_recorded: false,
     };
     let first = store.acquire(args(0)).await.unwrap();
     let token = first.fencing_token().expect("acquired with a token");
@@ -115,6 +116,7 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
         expected,
         successor: None,
         announce_run: None,
+        record: None,
     };
     assert_eq!(
         store.release(release(2)).await.unwrap().released,

@@ -12,4 +12,5 @@ mod holds;
 mod leases;
 mod multi;
 mod read_write;
+mod records;
 mod waiting;

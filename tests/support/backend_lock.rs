@@ -49,6 +49,7 @@ impl BackendLock {
                 lease,
                 expected,
                 waits,
+                unless_recorded: false,
             })
             .await
             .unwrap()
@@ -77,6 +78,7 @@ impl BackendLock {
                 expected,
                 successor: None,
                 announce_run: None,
+                record: None,
             })
             .await
             .unwrap()

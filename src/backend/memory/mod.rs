@@ -54,6 +54,8 @@ struct Locks {
     /// Read-write locks' writers waiting behind readers, each with when its mark runs out
     /// (see `read_write`).
     waiting_writers: KeyMap<Vec<(OwnerId, Instant)>>,
+    /// Records left by releases (see `ReleaseArgs::record`), with when they expire.
+    records: KeyMap<(bytes::Bytes, Instant)>,
     /// Fenced locks' last tokens. Never removed, like Redisson's token keys (a token must
     /// never be given twice): one entry per name ever locked fenced.
     tokens: KeyMap<u64>,
@@ -105,13 +107,16 @@ impl MemoryBackend {
         })
     }
 
-    /// Entries in the lock table: held locks, and locks whose lease ran out that were not
-    /// swept yet (for administration and leak checks: 0 once nothing is held and every
-    /// expired lease was swept or looked at).
+    /// Entries in the lock table: held locks and records, and those whose lease or
+    /// retention ran out that were not swept yet (for administration and leak checks: 0
+    /// once nothing is held or recorded and every expired entry was swept or looked at).
     pub fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.0.lock().unwrap_or_else(|e| e.into_inner()).held.len())
+            .map(|shard| {
+                let locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+                locks.held.len() + locks.records.len()
+            })
             .sum()
     }
 
@@ -144,6 +149,12 @@ impl MemoryBackend {
 
     /// An acquisition, answered at once.
     pub(crate) fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
+        if args.unless_recorded && (args.kind != LockKind::Exclusive || args.expected != 0) {
+            return Err(BackendError::new(format!(
+                "a lock with a record is a plain lock taken once (not a {} lock, not a reentry)",
+                args.kind.name()
+            )));
+        }
         if args.kind == LockKind::Fair && args.expected == 0 {
             let (attempt, wake) = self.with_locks(&args.key, |locks, now| {
                 locks.sweep(now);
@@ -154,6 +165,12 @@ impl MemoryBackend {
         }
         let attempt = self.with_locks(&args.key, |locks, now| {
             locks.sweep(now);
+            // Looked at in the same step as the lock: a record stored meanwhile is seen.
+            if args.unless_recorded {
+                if let Some(record) = locks.record(&args.key, now) {
+                    return Attempt::Recorded(record);
+                }
+            }
             if args.kind.is_read_write() {
                 return read_write::take(locks, args, now);
             }
@@ -197,6 +214,26 @@ impl MemoryBackend {
 
     /// A release, answered at once. One process: nobody else listens.
     pub(crate) fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
+        if let Some(record) = &args.record {
+            let released = self.with_locks(&args.key, |locks, now| {
+                let released = locks.release_exclusive(args, now);
+                if released == Released::Unlocked {
+                    locks.records.insert(
+                        args.key.clone(),
+                        (record.value.clone(), now + record.retention),
+                    );
+                }
+                released
+            });
+            if released == Released::Unlocked {
+                // Every manager's waiters find the record now (not at the holder's lease).
+                let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+                for notices in listeners.iter() {
+                    notices.unlocked(&args.key);
+                }
+            }
+            return Ok(ReleaseReply::new(released));
+        }
         let (released, wake) = self.with_locks(&args.key, |locks, now| {
             if args.kind.is_read_write() {
                 return (read_write::release(locks, args, now), None);
@@ -258,13 +295,24 @@ impl Locks {
         self.held.get_mut(key)
     }
 
-    /// Expired holds are removed lazily; sweep them all when the map has doubled, so that
-    /// names nobody touches again do not pile up.
+    /// Expired holds (and records) are removed lazily; sweep them all when the tables have
+    /// doubled, so that names nobody touches again do not pile up.
     fn sweep(&mut self, now: Instant) {
-        if self.held.len() >= 2 * self.swept_at.max(64) {
+        if self.held.len() + self.records.len() >= 2 * self.swept_at.max(64) {
             self.held.retain(|_, entry| entry.expires() > now);
-            self.swept_at = self.held.len();
+            self.records.retain(|_, (_, expires)| *expires > now);
+            self.swept_at = self.held.len() + self.records.len();
         }
+    }
+
+    /// The record of `key`, unless its retention ran out (then it is dropped).
+    fn record(&mut self, key: &LockKey, now: Instant) -> Option<bytes::Bytes> {
+        let (record, expires) = self.records.get(key)?;
+        if *expires > now {
+            return Some(record.clone());
+        }
+        self.records.remove(key);
+        None
     }
 }
 

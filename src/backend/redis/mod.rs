@@ -36,6 +36,7 @@ mod messages;
 mod names;
 mod operations;
 mod read_write;
+mod record;
 mod replicas;
 mod scripts;
 mod subscriptions;
@@ -81,6 +82,8 @@ struct BackendInner {
     fair: Script,
     /// The fenced lock's acquisition (one per call).
     fenced: Script,
+    /// Locks with a record: acquisition unless recorded, release and record.
+    record: Script,
     batcher: Batcher,
     /// Our own unlock notices, expected back on our subscriptions.
     echoes: Arc<Echoes>,
@@ -213,6 +216,7 @@ impl RedisBackend {
                 read_write: Script::from_lua(scripts::read_write(sharded)),
                 fair: Script::from_lua(scripts::fair(sharded)),
                 fenced: Script::from_lua(scripts::fenced()),
+                record: Script::from_lua(scripts::record(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),
                 notices: OnceLock::new(),

@@ -13,6 +13,7 @@ const READ_WRITE_CHANNEL_PREFIX: &str = "redisson_rwlock:";
 const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue:";
 const FAIR_DEADLINES_PREFIX: &str = "redisson_lock_timeout:";
 const FENCING_TOKENS_PREFIX: &str = "redisson_lock_token:";
+const RECORD_PREFIX: &str = "tower_lock_record:";
 
 /// Redisson's `prefixName(prefix, key)` in parts, to be joined or written where needed:
 /// the key in braces unless it contains `{`.
@@ -68,6 +69,12 @@ pub(super) fn fair_deadlines(key: &LockKey) -> String {
 /// It never expires: see `docs/fenced-locks.md`.
 pub(super) fn fencing_tokens(key: &LockKey) -> String {
     prefixed(FENCING_TOKENS_PREFIX, key)
+}
+
+/// The record of the lock `key` (a tower-lock key, not Redisson's):
+/// `tower_lock_record:{<key>}` (braces as Redisson's, so it shares the lock's slot).
+pub(super) fn record(key: &LockKey) -> String {
+    prefixed(RECORD_PREFIX, key)
 }
 
 /// The channel of the fair waiter `owner` of `key`:

@@ -21,6 +21,9 @@ use crate::telemetry::TARGET;
 
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        if args.unless_recorded {
+            return self.acquire_unless_recorded(args);
+        }
         if args.kind == LockKind::Fair {
             return self.fair_try(args);
         }
@@ -95,7 +98,10 @@ impl Backend for RedisBackend {
         })
     }
 
-    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+    fn release(&self, mut args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+        if let Some(record) = args.record.take() {
+            return self.release_recording(args, record);
+        }
         if args.kind == LockKind::Fair {
             // Its message goes to the head's own channel: nothing comes back to a name's
             // subscription here, so no echo is expected.
@@ -302,7 +308,7 @@ impl RedisBackend {
     /// Whether this process's subscriber listens on `key`'s channel; if so, a release's
     /// notice is counted as expected back (see `echoes`). No lock is taken for a name
     /// without local waiters (most releases).
-    fn listens(&self, key: &LockKey) -> bool {
+    pub(super) fn listens(&self, key: &LockKey) -> bool {
         let may = self
             .inner
             .notices

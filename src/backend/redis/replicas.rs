@@ -96,6 +96,7 @@ impl RedisBackend {
                         expected: 1,
                         successor: None,
                         announce_run: None,
+                        record: None,
                     })
                     .await;
                 tracing::warn!(target: TARGET, ?released, "{message}; released it");

@@ -38,6 +38,8 @@ pub(crate) const UNLOCKED: i64 = 1;
 pub(crate) const SHARED: i64 = -4;
 /// Hand-over: the owner's last hold went straight to the successor.
 pub(crate) const HANDED_OVER: i64 = 2;
+/// Acquisition unless recorded: the lock has a record (it follows in the reply).
+pub(crate) const RECORDED: i64 = -5;
 
 /// The batch script (`scripts/batch.lua`), with PUBLISH or, for sharded pub/sub, SPUBLISH:
 /// a batch of lock operations in one call (group commit: under load, many requests'
@@ -109,6 +111,13 @@ pub(crate) fn fair(sharded: bool) -> String {
 /// `RFencedLock` token counter INCRed in the same step. It publishes nothing.
 pub(crate) fn fenced() -> String {
     include_str!("scripts/fenced.lua").to_owned()
+}
+
+/// A plain lock with a record (`scripts/record.lua`), with PUBLISH or SPUBLISH: an
+/// acquisition unless the lock has a record ([`RECORDED`] and the record when it has), and
+/// a last release that stores one and publishes Redisson's UNLOCK message (`0`).
+pub(crate) fn record(sharded: bool) -> String {
+    publishing(include_str!("scripts/record.lua"), sharded)
 }
 
 /// `lua` with SPUBLISH in place of PUBLISH for sharded pub/sub.
@@ -186,5 +195,17 @@ mod tests {
         for (name, value) in &shared[..3] {
             assert_eq!(lua_constant(&fenced, name), value.to_string(), "{name}");
         }
+        let record = record(false);
+        for (name, value) in [
+            ("ACQUIRED", ACQUIRED),
+            ("BUSY_FOREVER", BUSY_FOREVER),
+            ("RECORDED", RECORDED),
+            ("NOT_HELD", NOT_HELD),
+            ("UNLOCKED", UNLOCKED),
+            ("UNLOCK_MESSAGE", UNLOCK_MESSAGE.parse().unwrap()),
+        ] {
+            assert_eq!(lua_constant(&record, name), value.to_string(), "{name}");
+        }
+        assert_eq!(lua_constant(&super::record(true), "PUBLISH"), "spublish");
     }
 }

@@ -1,0 +1,239 @@
+//! Locks with a record (`LockRequest::unless_recorded`, `LockGuard::release_recording`): the
+//! last holder leaves a record with the release, in the same step; acquisitions then get the
+//! record instead of the lock, waiting ones as soon as it is there, until it expires; a holder
+//! that lost its lock stores nothing; a holder that leaves no record lets the next waiter in.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use fred::prelude::KeysInterface;
+use tower_lock::{LockError, LockManager, Released};
+
+use crate::ctx::Ctx;
+use crate::support;
+use crate::support::suite::{backend_suite, BackendUnderTest};
+
+const WAIT: Duration = Duration::from_secs(20);
+const RETENTION: Duration = Duration::from_secs(60);
+
+/// The record an acquisition unless recorded found, if it found one.
+fn recorded(result: Result<tower_lock::LockGuard, LockError>) -> Option<Bytes> {
+    match result {
+        Err(LockError::Recorded { record, .. }) => Some(record),
+        Ok(_) => None,
+        Err(other) => panic!("expected the lock or its record, got {other}"),
+    }
+}
+
+/// A task that waits for `name` unless it is recorded; returned once `locks` has `queued`
+/// waiters for it.
+async fn waiter(
+    locks: &LockManager,
+    name: &str,
+    queued: usize,
+) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, LockError>> {
+    let task = {
+        let (locks, name) = (locks.clone(), name.to_owned());
+        tokio::spawn(async move {
+            locks
+                .lock(&name)
+                .unless_recorded()
+                .wait(WAIT)
+                .acquire()
+                .await
+        })
+    };
+    support::eventually("the waiter queues", || async {
+        (locks.waiting(name) == queued).then_some(())
+    })
+    .await;
+    task
+}
+
+/// The first holder records its result; waiters (of two managers) get it, and so does a
+/// later acquisition, without taking the lock.
+async fn waiters_get_the_record_of_the_holder(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let other = ctx.manager_sharing_the_backend().await;
+    let name = support::unique("recorded");
+    let guard = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let mut waiters = Vec::new();
+    for queued in 1..=8 {
+        waiters.push(waiter(&ctx.manager, &name, queued).await);
+        waiters.push(waiter(&other, &name, queued).await);
+    }
+    let result = Bytes::from_static(b"\x00binary result\xff");
+    assert_eq!(
+        guard
+            .release_recording(result.clone(), RETENTION)
+            .await
+            .unwrap(),
+        Released::Unlocked
+    );
+    for waiter in waiters {
+        assert_eq!(recorded(waiter.await.unwrap()), Some(result.clone()));
+    }
+    let later = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .try_acquire()
+        .await;
+    assert_eq!(recorded(later), Some(result));
+    // An acquisition that does not ask for records takes the lock: it is free.
+    let plain = ctx.manager.lock(&name).try_acquire().await.unwrap();
+    assert_eq!(plain.release().await.unwrap(), Released::Unlocked);
+    support::nothing_left_behind(&ctx.manager).await;
+    support::nothing_left_behind(&other).await;
+}
+
+/// A holder that leaves no record (its work failed) lets the next waiter take the lock.
+async fn a_plain_release_lets_the_next_waiter_in(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("not-recorded");
+    let guard = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let next = waiter(&ctx.manager, &name, 1).await;
+    // Freed or handed over to the waiter: no record either way.
+    assert_ne!(guard.release().await.unwrap(), Released::NotHeld);
+    let next = next.await.unwrap().expect("the next waiter takes the lock");
+    assert_eq!(
+        next.release_recording("second".into(), RETENTION)
+            .await
+            .unwrap(),
+        Released::Unlocked
+    );
+    let later = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .try_acquire()
+        .await;
+    assert_eq!(recorded(later), Some(Bytes::from_static(b"second")));
+}
+
+/// A holder whose lock was deleted behind its back (and taken by another) stores nothing:
+/// its late result must not stand for the newer holder's.
+async fn a_holder_that_lost_its_lock_stores_nothing(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("lost-record");
+    let stale = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    ctx.delete(&name).await;
+    let newer = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(
+        stale
+            .release_recording("stale".into(), RETENTION)
+            .await
+            .unwrap(),
+        Released::NotHeld
+    );
+    assert_eq!(
+        newer
+            .release_recording("newer".into(), RETENTION)
+            .await
+            .unwrap(),
+        Released::Unlocked
+    );
+    let later = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .try_acquire()
+        .await;
+    assert_eq!(recorded(later), Some(Bytes::from_static(b"newer")));
+}
+
+/// A record lasts its retention; then the lock can be taken again, and nothing is left.
+async fn a_record_expires_with_its_retention(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("record-expires");
+    let guard = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let retention = Duration::from_millis(300);
+    assert_eq!(
+        guard
+            .release_recording("brief".into(), retention)
+            .await
+            .unwrap(),
+        Released::Unlocked
+    );
+    let guard = support::eventually("the record expires", || async {
+        ctx.manager
+            .lock(&name)
+            .unless_recorded()
+            .try_acquire()
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    if let Some(memory) = &ctx.memory {
+        assert_eq!(memory.len(), 0, "nothing left in memory");
+    }
+    if let Some(redis) = &ctx.redis {
+        let key = ctx.manager.key(&name).unwrap();
+        let left: i64 = redis
+            .exists(vec![
+                key.as_str().to_owned(),
+                format!("tower_lock_record:{{{key}}}"),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "nothing left in Redis");
+    }
+}
+
+/// Records are for the plain lock: other kinds are refused with a clear error.
+async fn other_kinds_have_no_records(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("record-kinds");
+    for request in [
+        ctx.manager.fair_lock(&name),
+        ctx.manager.read_lock(&name),
+        ctx.manager.fenced_lock(&name),
+    ] {
+        match request.unless_recorded().try_acquire().await {
+            Err(LockError::Unavailable(error)) => {
+                assert!(error.to_string().contains("plain lock"), "{error}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+backend_suite!(
+    [Memory, Redis, Cluster]
+    waiters_get_the_record_of_the_holder,
+    a_plain_release_lets_the_next_waiter_in,
+    a_holder_that_lost_its_lock_stores_nothing,
+    a_record_expires_with_its_retention,
+    other_kinds_have_no_records,
+);
