@@ -7,6 +7,8 @@ mod engine;
 mod error;
 #[cfg(feature = "axum")]
 mod http;
+#[cfg(feature = "idempotency")]
+pub mod idempotency;
 mod key;
 mod kind;
 mod telemetry;
@@ -41,6 +43,8 @@ pub use http::{
     HeldMultiLock, KeySource, LockLayer, LockManagerState, LockRejection, Lockable, Locked,
     MultiLockLayer, MultiLocked, ReadLocked, WriteLocked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
 };
+#[cfg(feature = "idempotency")]
+pub use idempotency::IdempotencyLayer;
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use kind::LockKind;
 

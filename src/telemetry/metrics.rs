@@ -58,3 +58,8 @@ pub(super) fn backend_error(kind: LockKind) {
 fn backend_error_named(kind: &'static str) {
     counter!("tower_lock_backend_errors_total", "kind" => kind).increment(1);
 }
+
+#[cfg(feature = "idempotency")]
+pub(super) fn idempotency(outcome: &'static str) {
+    counter!("tower_lock_idempotency_requests_total", "outcome" => outcome).increment(1);
+}

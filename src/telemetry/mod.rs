@@ -196,3 +196,14 @@ pub(crate) fn renewal_failed(kind: LockKind) {
 fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
+
+/// What the idempotency layer did with a request (`executed`, `replayed`, `waited`,
+/// `not_stored`, `unprotected`, or the code of its own answer: `in_progress`,
+/// `key_reused`, `missing_key`…): a debug event, and the counter
+/// `tower_lock_idempotency_requests_total{outcome}`.
+#[cfg(feature = "idempotency")]
+pub(crate) fn idempotency(outcome: &'static str) {
+    tracing::debug!(target: TARGET, outcome, "tower-lock: idempotency");
+    #[cfg(feature = "metrics")]
+    metrics::idempotency(outcome);
+}

@@ -1,0 +1,225 @@
+//! Where a request's idempotency key comes from, what a valid key is, and the lock name a
+//! key maps to.
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use http::header::HeaderName;
+use http::request::Parts;
+use sha2::{Digest, Sha256};
+
+use super::rejection::IdempotencyRejection;
+
+/// The header the IETF draft names: `Idempotency-Key`.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// Default longest key, in bytes (Stripe's limit).
+pub const DEFAULT_MAX_KEY_LEN: usize = 255;
+
+type HeadFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+type BodyFn = dyn Fn(&Parts, &Bytes) -> Option<String> + Send + Sync;
+
+/// Where the key of a request is read.
+#[derive(Clone)]
+pub(crate) enum KeySource {
+    /// A header, as an sf-string (`"…"`, the draft's form) or bare.
+    Header(HeaderName),
+    /// A function of the request head.
+    Head(Arc<HeadFn>),
+    /// A function of the request head and its buffered body (within the body limit).
+    Body(Arc<BodyFn>),
+}
+
+impl fmt::Debug for KeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeySource::Header(name) => write!(f, "header {name}"),
+            KeySource::Head(_) => f.write_str("a function of the request head"),
+            KeySource::Body(_) => f.write_str("a function of the request body"),
+        }
+    }
+}
+
+impl KeySource {
+    /// What the key is called in messages.
+    pub(crate) fn what(&self) -> String {
+        match self {
+            KeySource::Header(name) => format!("the `{name}` header"),
+            KeySource::Head(_) | KeySource::Body(_) => "the idempotency key".to_owned(),
+        }
+    }
+
+    /// The raw key of a request (`None`: it has none); a header that is not text is
+    /// invalid.
+    pub(crate) fn raw(
+        &self,
+        parts: &Parts,
+        body: Option<&Bytes>,
+    ) -> Result<Option<String>, IdempotencyRejection> {
+        match self {
+            KeySource::Header(name) => {
+                let mut values = parts.headers.get_all(name).iter();
+                let Some(value) = values.next() else {
+                    return Ok(None);
+                };
+                if values.next().is_some() {
+                    return Err(self.invalid("it is given more than once"));
+                }
+                let text = value
+                    .to_str()
+                    .map_err(|_| self.invalid("it is not visible ASCII"))?;
+                Ok(Some(unquote(text)))
+            }
+            KeySource::Head(key) => Ok(key(parts)),
+            KeySource::Body(key) => Ok(body.and_then(|body| key(parts, body))),
+        }
+    }
+
+    /// The key of a request, validated: at most `max_len` bytes of visible ASCII.
+    pub(crate) fn key(
+        &self,
+        parts: &Parts,
+        body: Option<&Bytes>,
+        max_len: usize,
+    ) -> Result<Option<String>, IdempotencyRejection> {
+        let Some(key) = self.raw(parts, body)? else {
+            return Ok(None);
+        };
+        if key.is_empty() {
+            return Err(self.invalid("it is empty"));
+        }
+        if key.len() > max_len {
+            return Err(self.invalid(&format!(
+                "it is {} bytes long; at most {max_len} are accepted",
+                key.len()
+            )));
+        }
+        if let Some(at) = key.bytes().position(|b| !b.is_ascii_graphic()) {
+            return Err(self.invalid(&format!(
+                "it has a character that is not visible ASCII at byte {at} (spaces and control \
+                 characters are refused)"
+            )));
+        }
+        Ok(Some(key))
+    }
+
+    fn invalid(&self, reason: &str) -> IdempotencyRejection {
+        IdempotencyRejection::InvalidKey {
+            what: self.what(),
+            reason: reason.to_owned(),
+        }
+    }
+}
+
+/// A header value as the draft sends it, an sf-string (`"…"`, with `\"` and `\\`
+/// escapes), or bare: the string inside, or the value as it is.
+fn unquote(value: &str) -> String {
+    match sfv::Parser::new(value).parse::<sfv::Item>() {
+        Ok(item) => match item.bare_item.as_string() {
+            Some(string) => string.as_str().to_owned(),
+            None => value.to_owned(),
+        },
+        Err(_) => value.to_owned(),
+    }
+}
+
+/// The lock name of `key` under `namespace` and `scope`: a hash of the three, so that
+/// nothing a client sends can reach another namespace or scope, or be read as another lock's
+/// name (lock layers escape braces, and these names always have them), and so that the name
+/// has a fixed length. The braces make the lock, its record and its channel share a cluster
+/// slot.
+pub(crate) fn lock_name(namespace: &str, scope: Option<&str>, key: &str) -> String {
+    let mut hash = Sha256::new();
+    for part in [namespace, scope.unwrap_or(""), key] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part.as_bytes());
+    }
+    hash.update([u8::from(scope.is_some())]);
+    let digest = hash.finalize();
+    let mut name = String::with_capacity(13 + 2 + 64);
+    name.push_str("idempotency:{");
+    for byte in digest {
+        name.push_str(&format!("{byte:02x}"));
+    }
+    name.push('}');
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(headers: &[(&str, &[u8])]) -> Parts {
+        let mut request = http::Request::post("/x");
+        for (name, value) in headers {
+            request = request.header(*name, http::HeaderValue::from_bytes(value).unwrap());
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn header_key(value: &[u8]) -> Result<Option<String>, IdempotencyRejection> {
+        KeySource::Header(IDEMPOTENCY_KEY).key(
+            &parts(&[("idempotency-key", value)]),
+            None,
+            DEFAULT_MAX_KEY_LEN,
+        )
+    }
+
+    #[test]
+    fn the_key_is_read_quoted_or_bare() {
+        let uuid = "8e03978e-40d5-43e8-bc93-6894a57f9324";
+        assert_eq!(
+            header_key(format!("\"{uuid}\"").as_bytes())
+                .unwrap()
+                .unwrap(),
+            uuid
+        );
+        assert_eq!(header_key(uuid.as_bytes()).unwrap().unwrap(), uuid);
+        assert_eq!(header_key(br#""a\"b""#).unwrap().unwrap(), "a\"b");
+        assert_eq!(header_key(b"evt_123").unwrap().unwrap(), "evt_123");
+        let none = KeySource::Header(IDEMPOTENCY_KEY).key(&parts(&[]), None, 255);
+        assert!(none.unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_keys_are_refused_with_the_reason() {
+        for (value, reason) in [
+            (&b"\"\""[..], "empty"),
+            (b"a b", "visible ASCII"),
+            (b"\"a b\"", "visible ASCII"),
+            (&[0xff, b'a'][..], "visible ASCII"),
+        ] {
+            let error = header_key(value).unwrap_err();
+            assert!(error.body_text().contains(reason), "{value:?}: {error}");
+            assert_eq!(error.status(), http::StatusCode::BAD_REQUEST);
+        }
+        let long = "k".repeat(256);
+        let error = header_key(long.as_bytes()).unwrap_err();
+        assert!(error.body_text().contains("at most 255"), "{error}");
+        let twice = KeySource::Header(IDEMPOTENCY_KEY).key(
+            &parts(&[("idempotency-key", b"a"), ("idempotency-key", b"b")]),
+            None,
+            255,
+        );
+        assert!(twice.unwrap_err().body_text().contains("more than once"));
+    }
+
+    #[test]
+    fn names_keep_namespaces_scopes_and_keys_apart() {
+        let base = lock_name("orders", None, "k1");
+        assert!(base.starts_with("idempotency:{") && base.ends_with('}'));
+        assert_eq!(base.len(), 13 + 64 + 1);
+        assert_eq!(base, lock_name("orders", None, "k1"), "stable");
+        for other in [
+            lock_name("payments", None, "k1"),
+            lock_name("orders", Some(""), "k1"),
+            lock_name("orders", Some("tenant-7"), "k1"),
+            lock_name("orders", None, "k2"),
+            lock_name("order", Some("s"), "k1"),
+            lock_name("orders:", None, "k1"),
+        ] {
+            assert_ne!(base, other);
+        }
+    }
+}

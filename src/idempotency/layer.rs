@@ -1,0 +1,298 @@
+//! [`IdempotencyLayer`] and its settings.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use http::header::HeaderName;
+use http::request::Parts;
+use http::{HeaderMap, Method, StatusCode};
+use tower_layer::Layer;
+
+use super::key::{KeySource, DEFAULT_MAX_KEY_LEN, IDEMPOTENCY_KEY};
+use super::service::Idempotency;
+use crate::engine::LockManager;
+use crate::http::layer::body::BodyPolicy;
+use crate::http::DEFAULT_BUSY_RETRY_AFTER;
+
+/// How long a stored response is kept by default: 24 hours (Stripe's minimum).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// The largest response body stored by default: 1 MiB. A larger one is sent on unstored.
+pub const DEFAULT_STORE_LIMIT: usize = 1024 * 1024;
+
+/// What a request does when another request with its key is still being processed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnConcurrent {
+    /// Wait for it (by pub/sub, within the layer's wait) and answer its response; a wait
+    /// that ends first is a `409` with `Retry-After`. The default.
+    #[default]
+    Wait,
+    /// Answer `409 Conflict` with `Retry-After` at once (the draft's letter).
+    Conflict,
+}
+
+type ScopeFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+type FingerprintFn = dyn Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync;
+type StoreFn = dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync;
+
+/// A layer's settings, shared by its services.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) source: KeySource,
+    pub(crate) required: bool,
+    pub(crate) namespace: String,
+    pub(crate) scope: Option<Arc<ScopeFn>>,
+    pub(crate) fingerprint: Option<Arc<FingerprintFn>>,
+    pub(crate) retention: Duration,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) concurrent: OnConcurrent,
+    pub(crate) retry_after: Duration,
+    pub(crate) max_key_len: usize,
+    pub(crate) body: BodyPolicy,
+    pub(crate) store_limit: usize,
+    pub(crate) store_if: Arc<StoreFn>,
+    pub(crate) methods: Vec<Method>,
+    pub(crate) finish_on_disconnect: bool,
+    pub(crate) fail_open: bool,
+    pub(crate) manager: Option<LockManager>,
+}
+
+/// The statuses stored by default: the handler's answers, except those that say "try
+/// again" (`408`, `425`, `429`, and every `5xx`): a retry after one of those runs the
+/// handler again, as a webhook sender expects.
+fn stored_by_default(status: StatusCode, _: &HeaderMap) -> bool {
+    !(status.is_server_error()
+        || status == StatusCode::REQUEST_TIMEOUT
+        || status == StatusCode::TOO_EARLY
+        || status == StatusCode::TOO_MANY_REQUESTS)
+}
+
+/// Runs a request's handler once per idempotency key: duplicates get the first response
+/// (see the [module docs](super)).
+///
+/// Put it on the routes it protects with `route_layer`, with a manager of its own
+/// ([`manager`](Self::manager)) or an `Extension(LockManager)` outside it. It protects
+/// `POST` and `PATCH` by default ([`methods`](Self::methods)); other requests pass through.
+#[derive(Clone)]
+#[must_use]
+pub struct IdempotencyLayer {
+    config: Config,
+}
+
+impl fmt::Debug for IdempotencyLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyLayer")
+            .field("key", &self.config.source)
+            .field("namespace", &self.config.namespace)
+            .field("required", &self.config.required)
+            .field("retention", &self.config.retention)
+            .field("on_concurrent", &self.config.concurrent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for IdempotencyLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl IdempotencyLayer {
+    /// Keys from the `Idempotency-Key` header, as the draft's sf-string (`"…"`) or bare.
+    pub fn new() -> Self {
+        Self::with_source(KeySource::Header(IDEMPOTENCY_KEY))
+    }
+
+    /// Keys from another header (`X-GitHub-Delivery`, `webhook-id`,
+    /// `X-Shopify-Webhook-Id`), quoted or bare.
+    ///
+    /// # Panics
+    /// If `name` is not a valid header name (a programming error, caught at startup).
+    pub fn header(name: &str) -> Self {
+        let name = HeaderName::try_from(name)
+            .unwrap_or_else(|_| panic!("`{name}` is not a valid header name"));
+        Self::with_source(KeySource::Header(name))
+    }
+
+    /// Keys from a function of the request head; `None`: the request has none.
+    pub fn by_fn<F>(key: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        Self::with_source(KeySource::Head(Arc::new(key)))
+    }
+
+    /// Keys from a function of the request head and its body, read whole first (within
+    /// [`body_limit`](Self::body_limit)): Stripe's events carry their id in the JSON body.
+    pub fn by_body_fn<F>(key: F) -> Self
+    where
+        F: Fn(&Parts, &Bytes) -> Option<String> + Send + Sync + 'static,
+    {
+        Self::with_source(KeySource::Body(Arc::new(key)))
+    }
+
+    fn with_source(source: KeySource) -> Self {
+        IdempotencyLayer {
+            config: Config {
+                source,
+                required: true,
+                namespace: "default".to_owned(),
+                scope: None,
+                fingerprint: None,
+                retention: DEFAULT_RETENTION,
+                wait: None,
+                concurrent: OnConcurrent::Wait,
+                retry_after: DEFAULT_BUSY_RETRY_AFTER,
+                max_key_len: DEFAULT_MAX_KEY_LEN,
+                body: BodyPolicy::default(),
+                store_limit: DEFAULT_STORE_LIMIT,
+                store_if: Arc::new(stored_by_default),
+                methods: vec![Method::POST, Method::PATCH],
+                finish_on_disconnect: true,
+                fail_open: false,
+                manager: None,
+            },
+        }
+    }
+
+    /// A request without a key passes through unprotected (default: it is a `400`).
+    pub fn optional(mut self) -> Self {
+        self.config.required = false;
+        self
+    }
+
+    /// The namespace of this layer's keys (default `"default"`): layers with different
+    /// namespaces never share a key, so give each route that takes keys of its own a
+    /// namespace of its own. (A key reused on another route with the same namespace is a
+    /// `422`: its fingerprint differs.)
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.config.namespace = namespace.into();
+        self
+    }
+
+    /// Keys per client: the scope (a tenant, an authenticated subject) is part of the key,
+    /// so that one client can neither read another's response nor block its key (the
+    /// draft's security advice). Put the layer inside the authentication layer, which
+    /// leaves what the scope reads in the request. `None`: the request has no scope.
+    pub fn scope<F>(mut self, scope: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        self.config.scope = Some(Arc::new(scope));
+        self
+    }
+
+    /// What a repeated request must match (default: its method, path, query and body): the
+    /// bytes `fingerprint` returns (hashed), for example selected fields of the body.
+    pub fn fingerprint<F>(mut self, fingerprint: F) -> Self
+    where
+        F: Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync + 'static,
+    {
+        self.config.fingerprint = Some(Arc::new(fingerprint));
+        self
+    }
+
+    /// How long a response is stored (default [`DEFAULT_RETENTION`], 24 hours). After it,
+    /// the key is new again.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.config.retention = retention.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a repetition waits for the first request (default: the manager's wait).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.config.wait = Some(wait);
+        self
+    }
+
+    /// What a repetition does while the first request runs (default
+    /// [`OnConcurrent::Wait`]).
+    pub fn on_concurrent(mut self, on_concurrent: OnConcurrent) -> Self {
+        self.config.concurrent = on_concurrent;
+        self
+    }
+
+    /// The `Retry-After` of a `409` (default 1 s).
+    pub fn retry_after(mut self, retry_after: Duration) -> Self {
+        self.config.retry_after = retry_after;
+        self
+    }
+
+    /// The longest key accepted, in bytes (default [`DEFAULT_MAX_KEY_LEN`], 255).
+    pub fn max_key_len(mut self, max: usize) -> Self {
+        self.config.max_key_len = max;
+        self
+    }
+
+    /// The largest request body read (default 2 MiB; larger is a `413`). The body is read
+    /// whole before anything else: it is fingerprinted, and may hold the key.
+    pub fn body_limit(mut self, limit: usize) -> Self {
+        self.config.body.limit = limit;
+        self
+    }
+
+    /// How long a request body may take to arrive (default 30 s; longer is a `408`).
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.config.body.timeout = timeout;
+        self
+    }
+
+    /// The largest response body stored (default [`DEFAULT_STORE_LIMIT`], 1 MiB). A
+    /// larger response is sent on as it comes and not stored: its key is released, and a
+    /// retry runs the handler again.
+    pub fn store_limit(mut self, limit: usize) -> Self {
+        self.config.store_limit = limit;
+        self
+    }
+
+    /// Which of the handler's responses are stored, by status and headers (default: all
+    /// but `408`, `425`, `429` and `5xx`, which say "try again"). A response is never
+    /// stored when it carries `Cache-Control: no-store` or the [`DoNotStore`](super::DoNotStore)
+    /// extension, and the layer's own answers (400, 409, 413, 422, 503) never are.
+    pub fn store_if<F>(mut self, store: F) -> Self
+    where
+        F: Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
+    {
+        self.config.store_if = Arc::new(store);
+        self
+    }
+
+    /// The methods protected (default `POST` and `PATCH`); requests of other methods pass
+    /// through.
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.config.methods = methods.into_iter().collect();
+        self
+    }
+
+    /// Whether the handler of a first request runs to the end, and its response is stored,
+    /// when its client hangs up (default `true`: the retry gets the answer instead of
+    /// running the handler again). `false`: the handler is dropped with the request, and
+    /// its key released.
+    pub fn finish_on_disconnect(mut self, finish: bool) -> Self {
+        self.config.finish_on_disconnect = finish;
+        self
+    }
+
+    /// When the lock backend cannot be reached, pass requests through unprotected
+    /// (default: a `503` with `Retry-After`, at once).
+    pub fn fail_open(mut self) -> Self {
+        self.config.fail_open = true;
+        self
+    }
+
+    /// The lock manager (default: an `Extension(LockManager)` of the request).
+    pub fn manager(mut self, manager: LockManager) -> Self {
+        self.config.manager = Some(manager);
+        self
+    }
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = Idempotency<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Idempotency::new(inner, Arc::new(self.config.clone()))
+    }
+}

@@ -1,0 +1,305 @@
+//! One request through the idempotency layer: its body and key, the claim of the key's
+//! lock (or its stored response), then the handler, and its response stored with the
+//! lock's release.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::response::{IntoResponse, Response};
+use axum::BoxError;
+use http::header::CACHE_CONTROL;
+use http::request::Parts;
+use http::{HeaderMap, Request};
+use sha2::{Digest, Sha256};
+use tower_service::Service;
+
+use super::capture::{capture, Captured};
+use super::key::lock_name;
+use super::layer::{Config, OnConcurrent};
+use super::rejection::IdempotencyRejection;
+use super::stored::{Fingerprint, StoredResponse};
+use super::{DoNotStore, IdempotencyKey};
+use crate::engine::{LockGuard, LockManager};
+use crate::error::{LockError, Released};
+use crate::http::layer::body::read_body;
+use crate::http::LockRejection;
+use crate::telemetry::{self, throttled, TARGET};
+
+/// How soon to retry after the lock backend was found unreachable.
+const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+pub(super) async fn run<S, B>(
+    config: Arc<Config>,
+    service: S,
+    request: Request<Body>,
+) -> Result<Response, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    if !config.methods.contains(request.method()) {
+        return pass_through(service, request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let body = match read_whole(body, &config).await {
+        Ok(body) => body,
+        Err(rejection) => return Ok(answer(rejection)),
+    };
+    let key = match config.source.key(&parts, Some(&body), config.max_key_len) {
+        Ok(Some(key)) => key,
+        Ok(None) if config.required => {
+            let what = config.source.what();
+            return Ok(answer(IdempotencyRejection::MissingKey { what }));
+        }
+        Ok(None) => {
+            telemetry::idempotency("unprotected");
+            return pass_through(service, Request::from_parts(parts, Body::from(body))).await;
+        }
+        Err(rejection) => return Ok(answer(rejection)),
+    };
+    let Some(manager) = manager(&config, &parts) else {
+        return Ok(answer(IdempotencyRejection::NoManager));
+    };
+    let scope = config.scope.as_ref().and_then(|scope| scope(&parts));
+    let name = lock_name(&config.namespace, scope.as_deref(), &key);
+    let fingerprint = fingerprint(&config, &parts, &body);
+    let guard = match claim(&config, &manager, &name).await {
+        Ok(guard) => guard,
+        Err(LockError::Recorded { record, .. }) => {
+            return Ok(replay(&config, &record, &fingerprint));
+        }
+        Err(LockError::TimedOut { .. }) => {
+            let retry_after = config.retry_after;
+            return Ok(answer(IdempotencyRejection::InProgress { retry_after }));
+        }
+        Err(LockError::Unavailable(error)) if config.fail_open => {
+            throttled!(warn, %error, "tower-lock: idempotency store unavailable; passing the request through unprotected (fail_open)");
+            telemetry::idempotency("unprotected");
+            return pass_through(service, Request::from_parts(parts, Body::from(body))).await;
+        }
+        Err(LockError::Unavailable(error)) => {
+            throttled!(warn, %error, "tower-lock: idempotency store unavailable; answering 503");
+            let retry_after = UNAVAILABLE_RETRY_AFTER;
+            return Ok(answer(IdempotencyRejection::Unavailable {
+                error,
+                retry_after,
+            }));
+        }
+        Err(error) => {
+            // Not reached with a fixed-length name and a plain lock; said plainly if it is.
+            tracing::error!(target: TARGET, %error, "tower-lock: the idempotency layer could not claim its key");
+            let error = error.to_string();
+            return Ok(answer(IdempotencyRejection::UnreadableRecord { error }));
+        }
+    };
+    parts.extensions.insert(IdempotencyKey(key));
+    let request = Request::from_parts(parts, Body::from(body));
+    let work = execute(config.clone(), service, request, guard, fingerprint);
+    if !config.finish_on_disconnect {
+        return work.await;
+    }
+    // In a task of its own: a client that hangs up does not cancel the handler, whose
+    // response is then stored for the client's retry.
+    match tokio::spawn(work).await {
+        Ok(result) => result,
+        Err(error) => match error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            // The runtime is shutting down.
+            Err(_) => Ok(answer(IdempotencyRejection::Unavailable {
+                error: crate::error::BackendError::new("the runtime is shutting down"),
+                retry_after: UNAVAILABLE_RETRY_AFTER,
+            })),
+        },
+    }
+}
+
+/// The request body, read whole within the layer's limit and time.
+async fn read_whole(body: Body, config: &Config) -> Result<Bytes, IdempotencyRejection> {
+    let body = read_body(body, &config.body)
+        .await
+        .map_err(|rejection| match rejection {
+            LockRejection::BodyTooLarge { limit } => IdempotencyRejection::BodyTooLarge { limit },
+            LockRejection::BodyTimeout { after } => IdempotencyRejection::BodyTimeout { after },
+            other => IdempotencyRejection::BodyUnreadable {
+                error: other.body_text(),
+            },
+        })?;
+    axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|error| IdempotencyRejection::BodyUnreadable {
+            error: error.to_string(),
+        })
+}
+
+/// The layer's manager, else the request's.
+fn manager(config: &Config, parts: &Parts) -> Option<LockManager> {
+    let manager = config
+        .manager
+        .clone()
+        .or_else(|| parts.extensions.get::<LockManager>().cloned());
+    if manager.is_none() {
+        throttled!(
+            error,
+            "tower-lock: no LockManager for this request: give the IdempotencyLayer \
+             `.manager(..)` or add `.layer(Extension(lock_manager))` outside it; answering 500"
+        );
+    }
+    manager
+}
+
+/// What a repeated request must match: a hash of its method, path, query and body, or of
+/// what the layer's fingerprint function picks.
+fn fingerprint(config: &Config, parts: &Parts, body: &Bytes) -> Fingerprint {
+    let mut hash = Sha256::new();
+    match &config.fingerprint {
+        Some(pick) => hash.update(pick(parts, body)),
+        None => {
+            for part in [
+                parts.method.as_str().as_bytes(),
+                parts.uri.path().as_bytes(),
+                parts.uri.query().unwrap_or("").as_bytes(),
+                body,
+            ] {
+                hash.update((part.len() as u64).to_be_bytes());
+                hash.update(part);
+            }
+        }
+    }
+    hash.finalize().into()
+}
+
+/// Takes the key's lock unless a response is stored for it. A repetition that finds the
+/// first request running waits for it (counted), or is refused at once.
+async fn claim(config: &Config, manager: &LockManager, name: &str) -> Result<LockGuard, LockError> {
+    let request = || manager.lock(name).unless_recorded();
+    let first = request().try_acquire().await;
+    if config.concurrent == OnConcurrent::Conflict
+        || !matches!(first, Err(LockError::TimedOut { .. }))
+    {
+        return first;
+    }
+    telemetry::idempotency("waited");
+    match config.wait {
+        Some(wait) => request().wait(wait).acquire().await,
+        None => request().acquire().await,
+    }
+}
+
+/// The stored response, if the request is the one it answered.
+fn replay(config: &Config, record: &Bytes, fingerprint: &Fingerprint) -> Response {
+    let stored = match StoredResponse::decode(record) {
+        Ok(stored) => stored,
+        Err(error) => {
+            tracing::error!(target: TARGET, %error, "tower-lock: a stored idempotent response cannot be read");
+            return answer(IdempotencyRejection::UnreadableRecord { error });
+        }
+    };
+    if stored.fingerprint != *fingerprint {
+        let what = config.source.what();
+        return answer(IdempotencyRejection::Mismatch { what });
+    }
+    telemetry::idempotency("replayed");
+    stored.replay()
+}
+
+/// Runs the handler under the key's lock; stores its response with the release when it
+/// may be stored.
+async fn execute<S, B>(
+    config: Arc<Config>,
+    mut service: S,
+    request: Request<Body>,
+    guard: LockGuard,
+    fingerprint: Fingerprint,
+) -> Result<Response, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let response = match call(&mut service, request).await {
+        Ok(response) => response,
+        Err(error) => {
+            // Nothing to store: the key is free for a retry.
+            let _ = guard.release().await;
+            return Err(error);
+        }
+    };
+    telemetry::idempotency("executed");
+    let (mut head, body) = response.into_parts();
+    let refused = head.extensions.remove::<DoNotStore>().is_some()
+        || says_no_store(&head.headers)
+        || !(config.store_if)(head.status, &head.headers);
+    let captured = capture(Box::pin(body), config.store_limit).await;
+    let stored = match (&captured, refused) {
+        (
+            Captured::Whole {
+                data,
+                trailers: None,
+            },
+            false,
+        ) => StoredResponse::new(fingerprint, head.status, &head.headers, data.clone()),
+        _ => None,
+    };
+    let released = match stored {
+        Some(stored) => {
+            guard
+                .release_recording(stored.encode(), config.retention)
+                .await
+        }
+        None => {
+            telemetry::idempotency("not_stored");
+            guard.release().await
+        }
+    };
+    match released {
+        Ok(Released::NotHeld) => {
+            throttled!(warn, "tower-lock: an idempotency key's lock was lost while its handler ran; its response was not stored");
+        }
+        Err(error) => {
+            throttled!(warn, %error, "tower-lock: an idempotent response could not be stored; the key is claimed until its lease ends");
+        }
+        Ok(_) => {}
+    }
+    Ok(Response::from_parts(head, captured.into_body()))
+}
+
+/// Whether `Cache-Control` says `no-store`.
+fn says_no_store(headers: &HeaderMap) -> bool {
+    headers.get_all(CACHE_CONTROL).iter().any(|value| {
+        value.to_str().is_ok_and(|value| {
+            value
+                .split(',')
+                .any(|directive| directive.trim().eq_ignore_ascii_case("no-store"))
+        })
+    })
+}
+
+/// The inner service, made ready, called.
+async fn call<S>(service: &mut S, request: Request<Body>) -> Result<S::Response, S::Error>
+where
+    S: Service<Request<Body>>,
+{
+    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+    service.call(request).await
+}
+
+/// The request, without idempotency.
+async fn pass_through<S, B>(mut service: S, request: Request<Body>) -> Result<Response, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let response = call(&mut service, request).await?;
+    Ok(response.map(Body::new))
+}
+
+/// The layer's own answer (never stored).
+fn answer(rejection: IdempotencyRejection) -> Response {
+    telemetry::idempotency(rejection.code());
+    rejection.into_response()
+}

@@ -1,0 +1,100 @@
+//! The service [`IdempotencyLayer`](super::IdempotencyLayer) makes, and its response
+//! future.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::response::Response;
+use axum::BoxError;
+use http::Request;
+use tower_service::Service;
+
+use super::layer::Config;
+use super::run::run;
+
+/// Runs its inner service once per idempotency key (see
+/// [`IdempotencyLayer`](super::IdempotencyLayer)).
+#[derive(Clone)]
+pub struct Idempotency<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> Idempotency<S> {
+    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+        Idempotency { inner, config }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, taken out.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> std::fmt::Debug for Idempotency<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("namespace", &self.config.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Service<Request<Body>> for Idempotency<S>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // The service made ready goes with the request; this one stays for the next.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture {
+            inner: Box::pin(run(self.config.clone(), inner, request)),
+        }
+    }
+}
+
+/// The response future of [`Idempotency`]: reads the request, claims its key, then runs
+/// the handler or answers the stored response. Boxed: each request makes one allocation
+/// for it, small beside the Redis round trips it waits for.
+pub struct ResponseFuture<E> {
+    inner: Pin<Box<dyn Future<Output = Result<Response, E>> + Send>>,
+}
+
+impl<E> Future for ResponseFuture<E> {
+    type Output = Result<Response, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<E> std::fmt::Debug for ResponseFuture<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
