@@ -29,6 +29,8 @@ pub use builder::{
     LockManagerBuilder, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
     DEFAULT_WAIT, MAX_LEASE,
 };
+#[cfg(feature = "idempotency")]
+pub(crate) use drop_safe::DropSafe;
 pub use guard::LockGuard;
 #[cfg(feature = "axum")]
 pub(crate) use guard::{hold_as, reenter};

@@ -20,7 +20,7 @@ use super::layer::{Config, OnConcurrent};
 use super::rejection::IdempotencyRejection;
 use super::stored::{Fingerprint, StoredResponse};
 use super::{DoNotStore, IdempotencyKey};
-use crate::engine::{LockGuard, LockManager};
+use crate::engine::{DropSafe, LockGuard, LockManager};
 use crate::error::{LockError, Released};
 use crate::http::layer::body::read_body;
 use crate::http::LockRejection;
@@ -102,23 +102,18 @@ where
     if !config.finish_on_disconnect {
         return work.await;
     }
-    // In a task of its own: a client that hangs up does not cancel the handler, whose
-    // response is then stored for the client's retry.
-    match tokio::spawn(work).await {
-        Ok(result) => result,
-        Err(error) => match error.try_into_panic() {
-            Ok(panic) => std::panic::resume_unwind(panic),
-            // The runtime is shutting down.
-            Err(_) => Ok(answer(IdempotencyRejection::Unavailable {
-                error: crate::error::BackendError::new("the runtime is shutting down"),
-                retry_after: UNAVAILABLE_RETRY_AFTER,
-            })),
-        },
-    }
+    // Finished in the background if the request is dropped (its client hung up): the
+    // handler is not cancelled, and its response is stored for the client's retry. (No
+    // task of its own while the client waits: one per request cost a fifth of the
+    // throughput.)
+    DropSafe::new(Box::pin(work), |_| None).await
 }
 
 /// The request body, read whole within the layer's limit and time.
 async fn read_whole(body: Body, config: &Config) -> Result<Bytes, IdempotencyRejection> {
+    if body.is_end_stream() {
+        return Ok(Bytes::new());
+    }
     let body = read_body(body, &config.body)
         .await
         .map_err(|rejection| match rejection {

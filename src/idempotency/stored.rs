@@ -218,14 +218,18 @@ mod tests {
 
     #[test]
     fn damaged_records_are_errors_never_panics() {
-        let record = sample().encode();
-        for end in 0..record.len() - 4 {
-            let cut = record.slice(..end);
-            // Cut inside the header part: an error; in the body: a shorter body.
-            if end < record.len() - 4 {
-                let _ = StoredResponse::decode(&cut);
-            }
+        let stored = sample();
+        let record = stored.encode();
+        let head = record.len() - stored.body.len();
+        for end in 0..head {
+            assert!(
+                StoredResponse::decode(&record.slice(..end)).is_err(),
+                "cut at {end} of {head}"
+            );
         }
+        // Cut inside the body: a shorter body, never a panic.
+        let cut = StoredResponse::decode(&record.slice(..head + 1)).unwrap();
+        assert_eq!(cut.body.len(), 1);
         assert!(StoredResponse::decode(&Bytes::from_static(b"TLIR")).is_err());
         assert!(StoredResponse::decode(&Bytes::from_static(b"nope and more")).is_err());
         let mut other_version = record.to_vec();

@@ -6,3 +6,5 @@ mod support;
 
 mod app;
 mod behaviour;
+mod faults;
+mod proptests;

@@ -11,6 +11,7 @@ mod s3;
 mod s4;
 mod s5;
 mod s6;
+mod s7_idempotency;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +42,7 @@ use s3::s3;
 use s4::s4;
 use s5::s5;
 use s6::s6;
+use s7_idempotency::s7;
 
 const HOLD: Duration = Duration::from_millis(2);
 const THINK: Duration = Duration::from_millis(5);
@@ -93,6 +95,9 @@ pub async fn run_all(scale: Scale) {
     }
     if wanted("s6") {
         s6(&url, &admin, scale, &mut report).await;
+    }
+    if wanted("s7") || wanted("idempotency") {
+        s7(&url, &admin, scale, &mut report).await;
     }
     if wanted("cluster") {
         cluster(scale, &mut report).await;

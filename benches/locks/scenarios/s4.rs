@@ -248,7 +248,7 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
 }
 
 /// Serves `app` on a loopback port of its own, in the background.
-async fn serve(app: Router) -> std::net::SocketAddr {
+pub(super) async fn serve(app: Router) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -257,7 +257,7 @@ async fn serve(app: Router) -> std::net::SocketAddr {
 
 /// Requests per variant of `addrs` over 64 connections, the variants taking turns (see
 /// `rounds`): each request's latency, and each variant's time in all.
-async fn parallel_rounds(
+pub(super) async fn parallel_rounds(
     clients: &[HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>],
     addrs: &[std::net::SocketAddr],
     sequence: &Arc<AtomicU64>,
@@ -304,7 +304,7 @@ async fn parallel_rounds(
 }
 
 /// What [`parallel_rounds`] measured, per variant.
-struct Rounds {
+pub(super) struct Rounds {
     /// Each request's latency.
     times: Vec<Vec<Duration>>,
     /// The variant's time in all.
@@ -314,7 +314,7 @@ struct Rounds {
 }
 
 impl Rounds {
-    fn rate(&self, variant: usize) -> f64 {
+    pub(super) fn rate(&self, variant: usize) -> f64 {
         self.times[variant].len() as f64 / self.elapsed[variant].as_secs_f64()
     }
 
