@@ -137,10 +137,12 @@ pub(crate) fn lock_name(namespace: &str, scope: Option<&str>, key: &str) -> Stri
     }
     hash.update([u8::from(scope.is_some())]);
     let digest = hash.finalize();
-    let mut name = String::with_capacity(13 + 2 + 64);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut name = String::with_capacity(13 + 64 + 1);
     name.push_str("idempotency:{");
     for byte in digest {
-        name.push_str(&format!("{byte:02x}"));
+        name.push(char::from(HEX[usize::from(byte >> 4)]));
+        name.push(char::from(HEX[usize::from(byte & 0xf)]));
     }
     name.push('}');
     name

@@ -229,7 +229,9 @@ impl MemoryBackend {
                 // Every manager's waiters find the record now (not at the holder's lease).
                 let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
                 for notices in listeners.iter() {
-                    notices.unlocked(&args.key);
+                    if notices.may_be_watched(&args.key) {
+                        notices.unlocked(&args.key);
+                    }
                 }
             }
             return Ok(ReleaseReply::new(released));
