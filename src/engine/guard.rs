@@ -200,12 +200,17 @@ impl LockGuard {
         retention: Duration,
     ) -> Result<Released, BackendError> {
         let mut guard = self;
-        let count = Counted::lock(guard.hold().clone()).await;
-        guard.hold = None;
         let record = LockRecord {
             value: record,
             retention,
         };
+        // In-process and nothing in the way: at once, without a future.
+        if let Some(result) = guard.hold().release_now(Some(&record)) {
+            guard.hold = None;
+            return result;
+        }
+        let count = Counted::lock(guard.hold().clone()).await;
+        guard.hold = None;
         Hold::release_with(count, Some(record)).await
     }
 
@@ -214,7 +219,7 @@ impl LockGuard {
     /// [`release`](Self::release).
     pub(crate) fn release_now(mut self) -> Result<Result<Released, BackendError>, Self> {
         let hold = self.hold.take().expect("a live guard has its hold");
-        match hold.release_now() {
+        match hold.release_now(None) {
             Some(result) => Ok(result),
             None => {
                 self.hold = Some(hold);

@@ -158,7 +158,10 @@ impl Hold {
     }
 
     /// [`release`](Self::release) done at once, or `None` if that would need waiting.
-    pub(super) fn release_now(&self) -> Option<Result<Released, BackendError>> {
+    pub(super) fn release_now(
+        &self,
+        record: Option<&LockRecord>,
+    ) -> Option<Result<Released, BackendError>> {
         let manager = self.manager();
         if !manager.store().answers_at_once() {
             return None;
@@ -168,7 +171,8 @@ impl Hold {
             let slot = self.gate().try_close()?;
             manager.renewals().cancel(slot);
         }
-        let args = self.release_args(*count, None, None, None);
+        let record = record.filter(|_| *count <= 1).cloned();
+        let args = self.release_args(*count, None, None, record);
         // An error falls back to `release`, which re-sends it.
         let reply = manager.store().release_now(&args)?.ok()?;
         let result = Ok(reply.released);

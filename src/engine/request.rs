@@ -186,7 +186,6 @@ impl LockRequest {
         if !inner.store().answers_at_once()
             || !inner.has_runtime()
             || self.kind != LockKind::Exclusive
-            || self.unless_recorded
         {
             return Err(self);
         }
