@@ -14,6 +14,8 @@ use tower_service::Service;
 
 use super::layer::Config;
 use super::run::run;
+use crate::telemetry;
+use tracing::Instrument;
 
 /// Runs its inner service once per idempotency key (see
 /// [`IdempotencyLayer`](super::IdempotencyLayer)).
@@ -72,8 +74,9 @@ where
         // The service made ready goes with the request; this one stays for the next.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
+        let span = telemetry::idempotency_span(&self.config.namespace);
         ResponseFuture {
-            inner: Box::pin(run(self.config.clone(), inner, request)),
+            inner: Box::pin(run(self.config.clone(), inner, request).instrument(span)),
         }
     }
 }

@@ -197,13 +197,31 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-/// What the idempotency layer did with a request (`executed`, `replayed`, `waited`,
-/// `not_stored`, `unprotected`, or the code of its own answer: `in_progress`,
-/// `key_reused`, `missing_key`…): a debug event, and the counter
-/// `tower_lock_idempotency_requests_total{outcome}`.
+/// The span of one request through the idempotency layer of `namespace`: its `outcome`
+/// is recorded by [`idempotency`].
+#[cfg(feature = "idempotency")]
+pub(crate) fn idempotency_span(namespace: &str) -> Span {
+    tracing::debug_span!(
+        target: TARGET,
+        "idempotency",
+        namespace,
+        outcome = Empty,
+        waited = Empty,
+    )
+}
+
+/// What the idempotency layer did with a request (`executed`, `replayed`, `not_stored`,
+/// `unprotected`, or the code of its own answer: `in_progress`, `key_reused`,
+/// `missing_key`…; `waited` when it waited for the first request with its key): in the
+/// request's span, and the counter `tower_lock_idempotency_requests_total{outcome}`.
 #[cfg(feature = "idempotency")]
 pub(crate) fn idempotency(outcome: &'static str) {
-    tracing::debug!(target: TARGET, outcome, "tower-lock: idempotency");
+    let span = Span::current();
+    if outcome == "waited" {
+        span.record("waited", true);
+    } else {
+        span.record("outcome", outcome);
+    }
     #[cfg(feature = "metrics")]
     metrics::idempotency(outcome);
 }
