@@ -11,7 +11,13 @@ use std::time::Duration;
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::{routing, Router};
+use tokio::sync::{mpsc, Semaphore};
+use tower::ServiceExt;
 use tower_lock::backend::MemoryBackend;
+use tower_lock::idempotency::{IdempotencyLayer, OnConcurrent};
 use tower_lock::{LockError, LockManager, Released};
 
 /// One histogram's samples.
@@ -60,6 +66,9 @@ impl Recorder for Capture {
     }
 }
 
+/// Held by each test for its whole run: the recorder is global and each test counts from 0.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The recorder, installed once for this test process.
 fn capture() -> &'static Capture {
     static CAPTURE: OnceLock<&'static Capture> = OnceLock::new();
@@ -71,10 +80,21 @@ fn capture() -> &'static Capture {
 }
 
 impl Capture {
+    /// Forgets every count: each test starts from 0 (under [`SERIAL`]).
+    fn reset(&self) {
+        self.counters.lock().unwrap().clear();
+        self.histograms.lock().unwrap().clear();
+    }
+
     fn counter(&self, name: &str) -> u64 {
+        self.labelled(name, "kind=exclusive")
+    }
+
+    /// The counter `name{labels}`, 0 if it was never incremented.
+    fn labelled(&self, name: &str, labels: &str) -> u64 {
         let counters = self.counters.lock().unwrap();
         counters
-            .get(&format!("{name}{{kind=exclusive}}"))
+            .get(&format!("{name}{{{labels}}}"))
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
@@ -88,7 +108,9 @@ impl Capture {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_and_histograms_by_kind() {
+    let _serial = SERIAL.lock().await;
     let capture = capture();
+    capture.reset();
     let memory = MemoryBackend::new();
     // The watchdog renews every 500 ms and finds a deleted lock gone then, a second before
     // the loss deadline would fire the signal on its own (uncounted by the watchdog).
@@ -136,8 +158,105 @@ async fn counters_and_histograms_by_kind() {
     // Labelled by kind only: no key in any metric's labels.
     let names: Vec<String> = capture.counters.lock().unwrap().keys().cloned().collect();
     assert!(
-        names.iter().all(|n| n.ends_with("{kind=exclusive}")),
+        names
+            .iter()
+            .filter(|n| !n.starts_with("tower_lock_idempotency_"))
+            .all(|n| n.ends_with("{kind=exclusive}")),
         "{names:?}"
     );
     assert_eq!(capture.counter("tower_lock_acquired_total"), 2);
+}
+
+/// One request through `app` with the idempotency key `key` (none if empty) and `body`.
+async fn post(app: &Router, key: &str, body: &'static str) -> StatusCode {
+    let mut request = Request::post("/orders");
+    if !key.is_empty() {
+        request = request.header("idempotency-key", key);
+    }
+    let request = request.body(Body::from(body)).unwrap();
+    app.clone().oneshot(request).await.unwrap().status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_outcomes_are_counted() {
+    let _serial = SERIAL.lock().await;
+    let capture = capture();
+    capture.reset();
+    let outcome = |name: &str| {
+        capture.labelled(
+            "tower_lock_idempotency_requests_total",
+            &format!("outcome={name}"),
+        )
+    };
+    let locks = LockManager::builder().backend(MemoryBackend::new());
+    let layer = IdempotencyLayer::new()
+        .manager(locks)
+        .on_concurrent(OnConcurrent::Conflict);
+    let (entered, mut inside) = mpsc::channel::<()>(1);
+    let gate = Arc::new(Semaphore::new(0));
+    let handler_gate = gate.clone();
+    let app = Router::new()
+        .route(
+            "/orders",
+            routing::post(move |body: String| {
+                let entered = entered.clone();
+                let gate = handler_gate.clone();
+                async move {
+                    if body == "held" {
+                        entered.send(()).await.unwrap();
+                        gate.acquire().await.unwrap().forget();
+                    }
+                    if body == "failing" {
+                        return (StatusCode::SERVICE_UNAVAILABLE, "try later");
+                    }
+                    (StatusCode::CREATED, "made")
+                }
+            }),
+        )
+        .route_layer(layer);
+    let key = support::unique("metrics-key");
+
+    assert_eq!(post(&app, &key, "order").await, StatusCode::CREATED);
+    assert_eq!(outcome("executed"), 1);
+    assert_eq!(post(&app, &key, "order").await, StatusCode::CREATED);
+    assert_eq!(outcome("replayed"), 1);
+    assert_eq!(
+        post(&app, &key, "another order").await,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(outcome("key_reused"), 1);
+    assert_eq!(post(&app, "", "order").await, StatusCode::BAD_REQUEST);
+    assert_eq!(outcome("missing_key"), 1);
+    let failing = support::unique("metrics-key");
+    assert_eq!(
+        post(&app, &failing, "failing").await,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // Executed, and then not stored: counted under both.
+    assert_eq!(outcome("not_stored"), 1);
+    assert_eq!(outcome("executed"), 2);
+
+    // A duplicate while the first still runs: 409 at once (Conflict).
+    let held = support::unique("metrics-key");
+    let first = tokio::spawn({
+        let app = app.clone();
+        let held = held.clone();
+        async move { post(&app, &held, "held").await }
+    });
+    inside.recv().await.unwrap();
+    assert_eq!(post(&app, &held, "held").await, StatusCode::CONFLICT);
+    assert_eq!(outcome("in_progress"), 1);
+    gate.add_permits(1);
+    assert_eq!(first.await.unwrap(), StatusCode::CREATED);
+    assert_eq!(outcome("executed"), 3);
+
+    // Labelled by outcome only: no key in any label.
+    let names: Vec<String> = capture.counters.lock().unwrap().keys().cloned().collect();
+    assert!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("tower_lock_idempotency_"))
+            .all(|n| n.contains("{outcome=") && !n.contains("metrics-key")),
+        "{names:?}"
+    );
 }

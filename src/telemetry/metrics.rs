@@ -10,6 +10,13 @@
 //! | `tower_lock_backend_errors_total` | counter | acquisitions, releases and renewals that failed with a backend error |
 //! | `tower_lock_wait_seconds` | histogram | time from asking to being granted |
 //! | `tower_lock_hold_seconds` | histogram | time from being granted to the last release |
+//! | `tower_lock_recorded_total` | counter | acquisitions refused because a record was stored |
+//!
+//! And, labelled by `outcome` instead of `kind`:
+//!
+//! | name | type | what |
+//! |---|---|---|
+//! | `tower_lock_idempotency_requests_total` | counter | requests through an idempotency layer: `executed` (a handler ran; also `not_stored` when its response was not kept), `replayed`, `waited` (also counted under what followed), `unprotected`, or the code of the layer's own answer (`in_progress`, `key_reused`, `missing_key`, …) |
 
 use std::time::Duration;
 
