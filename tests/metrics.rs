@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics::{
-    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
-};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::{routing, Router};
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
 use tokio::sync::{mpsc, Semaphore};
 use tower::ServiceExt;
 use tower_lock::backend::MemoryBackend;

@@ -35,6 +35,14 @@ pub(super) async fn s7(url: &str, admin: &Client, scale: Scale, report: &mut Rep
     let plain = serve(app(None)).await;
     let with_redis = serve(app(Some(&redis))).await;
     let with_memory = serve(app(Some(&memory))).await;
+    // The plain lock layer on the same keys: what the lock alone costs (informational).
+    let lock_app = |locks: &LockManager| {
+        Router::new()
+            .route("/k/{key}", post(|| async { "ok" }))
+            .route_layer(LockLayer::by_fn(path_key).manager(locks.clone()))
+    };
+    let lock_redis = serve(lock_app(&redis)).await;
+    let lock_memory = serve(lock_app(&memory)).await;
     let sequence = Arc::new(AtomicU64::new(1_000_000_000));
 
     // Replays of one stored response against the route without the layer and one EVAL, in
@@ -149,7 +157,7 @@ pub(super) async fn s7(url: &str, admin: &Client, scale: Scale, report: &mut Rep
     let clients = http_clients(64);
     let measured = parallel_rounds(
         &clients,
-        &[plain, with_redis, with_memory],
+        &[plain, with_redis, with_memory, lock_redis, lock_memory],
         &sequence,
         scale.s4_parallel,
         &eval_client,
@@ -158,6 +166,27 @@ pub(super) async fn s7(url: &str, admin: &Client, scale: Scale, report: &mut Rep
     let (r_redis, r_memory) = (
         measured.rate(1) / measured.rate(0),
         measured.rate(2) / measured.rate(0),
+    );
+    report.add(
+        section,
+        "distinct keys, 64 connections: req/s no layer / Redis layer / memory layer",
+        format!(
+            "{:.0}/s / {:.0}/s / {:.0}/s",
+            measured.rate(0),
+            measured.rate(1),
+            measured.rate(2)
+        ),
+        measured.rate(0),
+    );
+    report.add(
+        section,
+        "distinct keys, 64 connections: LockLayer ÷ no layer, Redis / memory (informational: the lock alone, batched with other requests' on Redis)",
+        format!(
+            "{:.2} / {:.2}",
+            measured.rate(3) / measured.rate(0),
+            measured.rate(4) / measured.rate(0)
+        ),
+        measured.rate(3) / measured.rate(0),
     );
     report.goal(
         section,
