@@ -1,14 +1,21 @@
-//! Lock kinds: how the holders of one name may share it.
+//! Lock kinds: how the holders of one name may share it, and the one table of rules every
+//! part of the crate asks about a kind.
+//!
+//! A kind's storage (its scripts, its Redis operations, its memory table rules) lives in
+//! its own folder under `backend/` (see `docs/architecture.md`); what the engine, the wait
+//! queues and the HTTP layer do differently for it is read from [`Rules`], never decided by
+//! comparing kinds.
 
 /// What kind of lock a request takes. Every kind has the same request, guard, watchdog,
 /// loss signal and HTTP options; what differs is how holders share a name, how the backend
 /// stores it (for Redis, which Redisson object it interoperates with) and what a release
-/// tells the waiters. See `docs/architecture.md` for how a kind plugs in.
+/// tells the waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockKind {
-    /// One holder at a time, reentrant for its owner: Redisson's `RLock`.
-    Exclusive,
+    /// The plain lock: one holder at a time, reentrant for its owner (Redisson's `RLock`).
+    /// The kind of [`LockManager::lock`](crate::LockManager::lock).
+    Plain,
     /// The read side of a read-write lock: shared by any number of readers, excluded by a
     /// writer (Redisson's `RReadWriteLock.readLock()`). The writer may also read (a
     /// downgrade).
@@ -25,17 +32,62 @@ pub enum LockKind {
     /// a fencing token, a number that only grows, for the protected resource to reject
     /// the writes of a holder that lost the lock without knowing it (Redisson's
     /// `RFencedLock`: the plain lock's hash plus the counter `redisson_lock_token:{name}`).
-    /// It excludes and is excluded by [`Exclusive`](Self::Exclusive) on the same name. See
+    /// It excludes and is excluded by [`Plain`](Self::Plain) on the same name. See
     /// [`LockManager::fenced_lock`](crate::LockManager::fenced_lock).
     Fenced,
 }
 
+/// Where the waiters of a kind wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queue {
+    /// In this process's FIFO queue of the name; only its head asks the backend, when an
+    /// unlock notice, a local release or the holder's lease gives it a reason.
+    Local,
+    /// In the backend's own queue, shared by every process (each waiter has its place
+    /// there and is woken by its own notice).
+    Backend,
+}
+
+/// What a holder of one kind may take again for the same owner (see [`LockKind::also`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Also {
+    /// The same lock, entered again (one more hold on the owner's count).
+    Reenter,
+    /// A read hold beside the write hold (a downgrade).
+    Downgrade,
+    /// Nothing: an upgrade, or another lock.
+    Refused,
+}
+
+/// The rules of one kind: every decision outside the kind's own storage code asks these.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    /// Holders of this kind share the name with each other (readers).
+    pub(crate) shared: bool,
+    /// Where its waiters wait.
+    pub(crate) queue: Queue,
+    /// A last release may hand the lock straight to the next local waiter, in the
+    /// release's own backend step (a queue of this kind's waiters all take it alone).
+    pub(crate) hands_over: bool,
+    /// Each acquisition gets a fencing token.
+    pub(crate) fenced: bool,
+    /// An in-process backend may grant it without a future and without a claim on the
+    /// name here (nobody near it waits, and no other rule has to be checked).
+    pub(crate) taken_in_process: bool,
+    /// A last release may leave a record, and an acquisition may refuse to take a lock
+    /// that has one (locks with a record).
+    pub(crate) records: bool,
+    /// A waiter marks its wait in the backend, so that newcomers of the shared side hold
+    /// back (a writer waiting behind readers); the mark is taken back when it stops.
+    pub(crate) marks_waiting: bool,
+}
+
 impl LockKind {
-    /// A short name for logs and metrics labels ("exclusive", "read", "write", "fair",
+    /// A short name for logs and metrics labels ("plain", "read", "write", "fair",
     /// "fenced").
     pub fn name(self) -> &'static str {
         match self {
-            LockKind::Exclusive => "exclusive",
+            LockKind::Plain => "plain",
             LockKind::Read => "read",
             LockKind::Write => "write",
             LockKind::Fair => "fair",
@@ -43,8 +95,96 @@ impl LockKind {
         }
     }
 
-    /// Whether this is a side of a read-write lock.
-    pub(crate) fn is_read_write(self) -> bool {
-        matches!(self, LockKind::Read | LockKind::Write)
+    /// The kind's rules: the one table.
+    pub(crate) const fn rules(self) -> Rules {
+        const ALONE: Rules = Rules {
+            shared: false,
+            queue: Queue::Local,
+            hands_over: false,
+            fenced: false,
+            taken_in_process: false,
+            records: false,
+            marks_waiting: false,
+        };
+        match self {
+            LockKind::Plain => Rules {
+                hands_over: true,
+                taken_in_process: true,
+                records: true,
+                ..ALONE
+            },
+            LockKind::Read => Rules {
+                shared: true,
+                ..ALONE
+            },
+            LockKind::Write => Rules {
+                marks_waiting: true,
+                ..ALONE
+            },
+            LockKind::Fair => Rules {
+                queue: Queue::Backend,
+                ..ALONE
+            },
+            LockKind::Fenced => Rules {
+                fenced: true,
+                ..ALONE
+            },
+        }
+    }
+
+    /// What a holder of this kind may take again for the same owner when `asked` is
+    /// asked of it: the same kind reenters, a fenced hold also gives a plain one (the same
+    /// lock, entered with a token of its own), a write hold also gives a read hold (a
+    /// downgrade); anything else is refused at once (an upgrade would deadlock two readers
+    /// upgrading together; a plain lock and a read-write lock are different locks).
+    pub(crate) fn also(self, asked: LockKind) -> Also {
+        match (self, asked) {
+            (held, asked) if held == asked => Also::Reenter,
+            (LockKind::Fenced, LockKind::Plain) => Also::Reenter,
+            (LockKind::Write, LockKind::Read) => Also::Downgrade,
+            _ => Also::Refused,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [LockKind; 5] = [
+        LockKind::Plain,
+        LockKind::Read,
+        LockKind::Write,
+        LockKind::Fair,
+        LockKind::Fenced,
+    ];
+
+    #[test]
+    fn only_the_plain_lock_is_handed_over_taken_in_process_or_recorded() {
+        for kind in ALL {
+            let rules = kind.rules();
+            let plain = kind == LockKind::Plain;
+            assert_eq!(rules.hands_over, plain, "{kind:?}");
+            assert_eq!(rules.taken_in_process, plain, "{kind:?}");
+            assert_eq!(rules.records, plain, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn holds_give_the_same_kind_a_read_under_a_write_and_a_plain_under_a_fenced() {
+        for kind in ALL {
+            assert_eq!(kind.also(kind), Also::Reenter, "{kind:?}");
+        }
+        assert_eq!(LockKind::Fenced.also(LockKind::Plain), Also::Reenter);
+        assert_eq!(LockKind::Write.also(LockKind::Read), Also::Downgrade);
+        for (held, asked) in [
+            (LockKind::Read, LockKind::Write),
+            (LockKind::Plain, LockKind::Fenced),
+            (LockKind::Plain, LockKind::Read),
+            (LockKind::Write, LockKind::Plain),
+            (LockKind::Fair, LockKind::Plain),
+        ] {
+            assert_eq!(held.also(asked), Also::Refused, "{held:?} asked {asked:?}");
+        }
     }
 }

@@ -87,7 +87,7 @@ impl Capture {
     }
 
     fn counter(&self, name: &str) -> u64 {
-        self.labelled(name, "kind=exclusive")
+        self.labelled(name, "kind=plain")
     }
 
     /// The counter `name{labels}`, 0 if it was never incremented.
@@ -101,7 +101,7 @@ impl Capture {
     fn samples(&self, name: &str) -> Vec<f64> {
         let histograms = self.histograms.lock().unwrap();
         histograms
-            .get(&format!("{name}{{kind=exclusive}}"))
+            .get(&format!("{name}{{kind=plain}}"))
             .map_or_else(Vec::new, |h| h.0.lock().unwrap().clone())
     }
 }
@@ -161,7 +161,7 @@ async fn counters_and_histograms_by_kind() {
         names
             .iter()
             .filter(|n| !n.starts_with("tower_lock_idempotency_"))
-            .all(|n| n.ends_with("{kind=exclusive}")),
+            .all(|n| n.ends_with("{kind=plain}")),
         "{names:?}"
     );
     assert_eq!(capture.counter("tower_lock_acquired_total"), 2);

@@ -63,7 +63,7 @@ async fn spans_trace_acquire_hold_and_release(backend: BackendUnderTest) {
     );
     for span in &acquires {
         assert_eq!(span.target, "tower_lock");
-        assert_eq!(span.fields["kind"], "exclusive");
+        assert_eq!(span.fields["kind"], "plain");
         assert!(span.fields.contains_key("waited_ms"), "{span:?}");
         assert!(span.fields.contains_key("wait_ms"), "{span:?}");
     }

@@ -27,7 +27,7 @@ fn busy(attempt: Attempt) -> bool {
     matches!(attempt, Attempt::Busy(Some(_)))
 }
 
-use LockKind::{Exclusive, Read, Write};
+use LockKind::{Plain, Read, Write};
 
 async fn readers_share_and_a_writer_excludes(backend: BackendUnderTest) {
     let lock = lock_on(backend, "rw-share").await;
@@ -50,23 +50,17 @@ async fn readers_share_and_a_writer_excludes(backend: BackendUnderTest) {
     assert!(busy(lock.acquire(Read, "reader:0", 0).await));
     assert!(busy(lock.acquire(Write, "writer:2", 0).await));
     assert!(
-        busy(lock.acquire(Exclusive, "plain:1", 0).await),
+        busy(lock.acquire(Plain, "plain:1", 0).await),
         "another kind's lock"
     );
     assert_eq!(lock.release(Write, "writer:1", 1).await, Released::Unlocked);
     assert_eq!(lock.acquire(Read, "reader:0", 0).await, Attempt::Acquired);
     assert_eq!(lock.release(Read, "reader:0", 1).await, Released::Unlocked);
     // Free again: a plain lock on the name works, and excludes both kinds.
-    assert_eq!(
-        lock.acquire(Exclusive, "plain:1", 0).await,
-        Attempt::Acquired
-    );
+    assert_eq!(lock.acquire(Plain, "plain:1", 0).await, Attempt::Acquired);
     assert!(busy(lock.acquire(Read, "reader:0", 0).await));
     assert!(busy(lock.acquire(Write, "writer:1", 0).await));
-    assert_eq!(
-        lock.release(Exclusive, "plain:1", 1).await,
-        Released::Unlocked
-    );
+    assert_eq!(lock.release(Plain, "plain:1", 1).await, Released::Unlocked);
 }
 
 async fn the_writer_may_read_a_reader_may_not_write(backend: BackendUnderTest) {

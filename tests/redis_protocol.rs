@@ -343,7 +343,7 @@ async fn operations_dropped_unpolled_free_their_send_slots() {
     let locks = LockManager::memory();
     let args = |name: &str| AcquireArgs {
         key: locks.key(&support::unique(name)).unwrap(),
-        kind: LockKind::Exclusive,
+        kind: LockKind::Plain,
         owner: OwnerId::from_raw("dropped-unpolled:1"),
         lease: Duration::from_secs(30),
         expected: 0,

@@ -244,7 +244,7 @@ const DOWNS: [Duration; 3] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_waiters_ride_out_restarts() {
-    restarts_under_queued_waiters(Shape::Single(LockKind::Exclusive), &DOWNS, ROUNDS).await;
+    restarts_under_queued_waiters(Shape::Single(LockKind::Plain), &DOWNS, ROUNDS).await;
 }
 
 /// The other kinds wait through the same loop or, for the fair lock, their own; a

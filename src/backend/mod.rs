@@ -16,14 +16,17 @@ use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
 mod fair;
+mod fenced;
 pub mod memory;
 mod notices;
+mod plain;
+mod read_write;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "redis")]
 pub mod redlock;
 
-pub use fair::{FairArgs, FairAttempt, LeaveArgs};
+pub use fair::{FairArgs, FairAttempt};
 pub use memory::MemoryBackend;
 pub use notices::Notices;
 #[cfg(feature = "redis")]
@@ -141,6 +144,21 @@ pub struct LockRecord {
     pub value: Bytes,
     /// How long it is kept.
     pub retention: Duration,
+}
+
+/// A waiter that stops waiting (its wait ended, or its acquisition was dropped): a fair
+/// waiter, which leaves the queue, or a writer, which takes back the mark of its wait.
+#[derive(Debug, Clone)]
+pub struct LeaveArgs {
+    /// The lock.
+    pub key: LockKey,
+    /// Its kind ([`LockKind::Fair`] or [`LockKind::Write`]; others have nothing to leave).
+    pub kind: LockKind,
+    /// The waiter.
+    pub owner: OwnerId,
+    /// A fair waiter's [`FairArgs::queue_timeout`]: the places behind it move up by this
+    /// much (Redisson's `acquireFailed`).
+    pub queue_timeout: Duration,
 }
 
 /// One lease renewal.

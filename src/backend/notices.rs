@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::key::{LockKey, OwnerId};
+use crate::kind::LockKind;
 use crate::wait::WaitQueues;
 
 /// The channel from a backend to its manager's waiters, given to
@@ -137,12 +138,12 @@ impl Notices {
         self.queues.subscribed(keys);
     }
 
-    /// Whether the local waiters of `key` wait for a read-write lock
-    /// ([`LockKind::Read`](crate::LockKind::Read) or [`Write`](crate::LockKind::Write)):
-    /// the backend listens on that lock's channel (Redis: `redisson_rwlock:{key}`) rather
-    /// than the plain lock's.
-    pub fn is_read_write(&self, key: &LockKey) -> bool {
-        self.queues.is_read_write(key)
+    /// The kind of lock the local waiters of `key` wait for, if it has local waiters: a
+    /// backend whose kinds tell their unlocks apart listens for that kind's (Redis: a
+    /// read-write lock's on `redisson_rwlock:{key}`, the others' on the plain lock's
+    /// channel).
+    pub fn waiting_kind(&self, key: &LockKey) -> Option<LockKind> {
+        self.queues.waiting_kind(key)
     }
 
     /// The fair waiter `owner` of `key` may take the lock now: it is at the head of the

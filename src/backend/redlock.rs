@@ -156,7 +156,7 @@ fn no_records() -> BackendError {
 }
 
 fn only_plain(kind: LockKind) -> Option<BackendError> {
-    (kind != LockKind::Exclusive).then(|| {
+    (kind != LockKind::Plain).then(|| {
         BackendError::new(format!(
             "RedLock has the plain lock only, not the {} lock",
             kind.name()

@@ -117,7 +117,7 @@ fn attempt(
     let (undo_key, undo_kind, undo_owner, lease) =
         (want.key.clone(), want.kind, want.owner.clone(), want.lease);
     DropSafe::new(checked(inner, want.args(waits)), move |result| {
-        let marked = waits && undo_kind == LockKind::Write;
+        let marked = waits && undo_kind.rules().marks_waiting;
         // Busy: nothing was taken (but a waiting writer may have marked its wait).
         // Acquired, or an error (the attempt may have landed): release; releasing what was
         // never taken changes nothing.
@@ -143,7 +143,7 @@ pub(super) fn checked(
     inner: &Arc<ManagerInner>,
     args: AcquireArgs,
 ) -> crate::backend::BoxFuture<Result<Attempt, BackendError>> {
-    if args.kind != LockKind::Fenced {
+    if !args.kind.rules().fenced {
         return inner.store().acquire(args);
     }
     let attempt = inner.store().acquire(args.clone());

@@ -16,7 +16,7 @@ use super::outage::answer_within;
 use crate::backend::{Attempt, BoxFuture, LockRecord};
 use crate::error::{BackendError, LockError, Released};
 use crate::key::{LockKey, OwnerId};
-use crate::kind::LockKind;
+use crate::kind::{Also, LockKind};
 use crate::telemetry;
 
 /// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
@@ -229,29 +229,24 @@ impl LockGuard {
     }
 }
 
-/// Another hold of `kind` for the owner of `hold`, where the rules allow: the same kind
-/// reenters, a fenced hold also gives a plain one (the same lock), a write hold also gives
-/// a read hold (a downgrade); anything else (an upgrade,
-/// or mixing a plain lock with a read-write lock) is [`LockError::KindMismatch`] at once.
-/// Shared with the HTTP extractors.
+/// Another hold of `kind` for the owner of `hold`, where the kind's rules allow
+/// ([`LockKind::also`]); anything else is [`LockError::KindMismatch`] at once. Shared with
+/// the HTTP extractors.
 pub(crate) async fn hold_as(hold: Arc<Hold>, kind: LockKind) -> Result<LockGuard, LockError> {
-    match (hold.kind(), kind) {
-        (held, asked) if held == asked => reenter(hold).await,
-        // A plain lock's extractor under a fenced hold: the same lock, entered again with
-        // a token of its own.
-        (LockKind::Fenced, LockKind::Exclusive) => reenter(hold).await,
-        (LockKind::Write, LockKind::Read) => downgrade(&hold).await,
-        (held, asked) => Err(LockError::KindMismatch {
+    match hold.kind().also(kind) {
+        Also::Reenter => reenter(hold).await,
+        Also::Downgrade => downgrade(&hold, kind).await,
+        Also::Refused => Err(LockError::KindMismatch {
             key: hold.key().clone(),
-            held,
-            asked,
+            held: hold.kind(),
+            asked: kind,
         }),
     }
 }
 
-/// A read hold for the owner of the write hold `hold` (a downgrade): one attempt, which
-/// the backend grants to the writer whoever waits.
-async fn downgrade(hold: &Arc<Hold>) -> Result<LockGuard, LockError> {
+/// A hold of `kind` (the shared side) for the owner of the write hold `hold` (a
+/// downgrade): one attempt, which the backend grants to the writer whoever waits.
+async fn downgrade(hold: &Arc<Hold>, kind: LockKind) -> Result<LockGuard, LockError> {
     if hold.loss().is_lost() {
         return Err(LockError::Lost {
             key: hold.key().clone(),
@@ -259,27 +254,21 @@ async fn downgrade(hold: &Arc<Hold>) -> Result<LockGuard, LockError> {
     }
     let want = Want {
         key: hold.key().clone(),
-        kind: LockKind::Read,
+        kind,
         owner: hold.owner().clone(),
         lease: hold.lease(),
         renewed: hold.is_renewed(),
         unless_recorded: false,
     };
     let manager = hold.manager().clone();
-    let span = telemetry::acquire_span(&want.key, LockKind::Read, Duration::ZERO);
+    let span = telemetry::acquire_span(&want.key, kind, Duration::ZERO);
     let started = Instant::now();
     let granted = Acquisition::new(&manager, &want, Duration::ZERO)
         .try_now()
         .instrument(span.clone())
         .await;
     let answer = granted.as_ref().map(|_| ());
-    telemetry::acquired(
-        &span,
-        LockKind::Read,
-        Duration::ZERO,
-        started.elapsed(),
-        answer,
-    );
+    telemetry::acquired(&span, kind, Duration::ZERO, started.elapsed(), answer);
     let grant = granted?;
     let (guard, _) = want.hold(
         manager,

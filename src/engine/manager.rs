@@ -168,7 +168,7 @@ impl LockManager {
     /// sent until [`LockRequest::acquire`].
     pub fn lock(&self, name: impl AsRef<str>) -> LockRequest {
         let key = self.key(name.as_ref());
-        LockRequest::new(self.inner.clone(), key, LockKind::Exclusive)
+        LockRequest::new(self.inner.clone(), key, LockKind::Plain)
     }
 
     /// A request for the read side of the read-write lock `name`: any number of readers

@@ -144,7 +144,7 @@ impl MultiLockRequest {
 
     /// The request for one part.
     fn part(&self, key: &LockKey) -> LockRequest {
-        let request = LockRequest::new(self.manager.clone(), Ok(key.clone()), LockKind::Exclusive);
+        let request = LockRequest::new(self.manager.clone(), Ok(key.clone()), LockKind::Plain);
         match self.fixed_lease {
             Some(lease) => request.fixed_lease(lease),
             None => request,

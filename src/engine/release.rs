@@ -14,7 +14,6 @@ use super::hold::Hold;
 use super::unowned::release_unowned;
 use crate::backend::{BoxFuture, LockRecord, ReleaseReply, Successor};
 use crate::error::{BackendError, Released};
-use crate::kind::LockKind;
 use crate::telemetry::{self, throttled, TARGET};
 use crate::wait::{Handing, Offer, Wake, COURTESY_MAX};
 
@@ -101,7 +100,7 @@ impl Hold {
             let handing = if last
                 && record.is_none()
                 && manager.hands_over()
-                && this.kind() == LockKind::Exclusive
+                && this.kind().rules().hands_over
             {
                 let limit = manager.settings().hand_over_limit;
                 manager.queues().next_holder(this.key(), limit)

@@ -14,7 +14,7 @@ use super::manager::ManagerInner;
 use crate::backend::Attempt;
 use crate::error::{BackendError, LockError};
 use crate::key::LockKey;
-use crate::kind::LockKind;
+use crate::kind::{LockKind, Queue};
 use crate::telemetry;
 
 /// A lock request: set how long to wait and the lease, then [`acquire`](Self::acquire).
@@ -182,10 +182,10 @@ impl LockRequest {
             Err(error) => return Ok(Err(invalid_name(error))),
         };
         let inner = &self.manager;
-        // Read-write locks always claim the name (readers share a claim).
+        // Other kinds always claim the name (readers share a claim).
         if !inner.store().answers_at_once()
             || !inner.has_runtime()
-            || self.kind != LockKind::Exclusive
+            || !self.kind.rules().taken_in_process
         {
             return Err(self);
         }
@@ -257,13 +257,15 @@ impl LockRequest {
         if !inner.store().is_available() && !self.waiting_already {
             return Err(LockError::Unavailable(super::acquire::backend_down(inner)));
         }
-        if want.kind == LockKind::Fair {
-            return FairAcquisition::new(inner, want, self.wait).run().await;
+        match want.kind.rules().queue {
+            Queue::Backend => FairAcquisition::new(inner, want, self.wait).run().await,
+            Queue::Local => {
+                Acquisition::new(inner, want, self.wait)
+                    .waiting_already(self.waiting_already)
+                    .run()
+                    .await
+            }
         }
-        Acquisition::new(inner, want, self.wait)
-            .waiting_already(self.waiting_already)
-            .run()
-            .await
     }
 }
 

@@ -105,7 +105,7 @@ impl Drop for QueuedWaiter<'_> {
         let orphaned = ticket.leave();
         let want = self.want;
         // A writer that waited behind readers marked its wait in the backend.
-        let marked = want.kind == LockKind::Write;
+        let marked = want.kind.rules().marks_waiting;
         if orphaned.is_none() && !marked {
             return;
         }

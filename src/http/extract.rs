@@ -236,7 +236,7 @@ macro_rules! locked_extractor {
 }
 pub(crate) use locked_extractor;
 
-locked_extractor!(Locked, LockKind::Exclusive);
+locked_extractor!(Locked, LockKind::Plain);
 
 /// The manager an extractor locks with: the request's, else that of the layer's lock (a
 /// layer given its own manager does not put it in the extensions of the requests it

@@ -1,5 +1,5 @@
 //! Counters and histograms through the `metrics` facade, labelled by lock kind (never by
-//! key: keys are unbounded). Names, with the label `kind` (`exclusive`, …):
+//! key: keys are unbounded). Names, with the label `kind` (`plain`, `read`, `write`, `fair`, `fenced`):
 //!
 //! | name | type | what |
 //! |---|---|---|

@@ -4,6 +4,7 @@
 
 use super::WaitQueues;
 use crate::key::LockKey;
+use crate::kind::LockKind;
 
 impl WaitQueues {
     /// The backend found its connection lost: operations waiting on it look whether it can
@@ -56,13 +57,10 @@ impl WaitQueues {
         }
     }
 
-    /// Whether the local waiters of `key` wait for a read-write lock (the backend listens
-    /// on that lock's channel).
-    pub(crate) fn is_read_write(&self, key: &LockKey) -> bool {
-        self.lock(key)
-            .queues
-            .get(key)
-            .is_some_and(|queue| queue.read_write)
+    /// The kind the local waiters of `key` wait for (the backend listens on that kind's
+    /// channel), if it has any.
+    pub(crate) fn waiting_kind(&self, key: &LockKey) -> Option<LockKind> {
+        self.lock(key).queues.get(key).map(|queue| queue.kind)
     }
 
     /// Whether `key` has local waiters now.

@@ -147,7 +147,7 @@ impl WaitQueues {
     /// Claims `key` for a holder or an attempt of `kind` in this process: until the claim
     /// ends, newcomers queue instead of trying in vain (readers share a read claim).
     pub(crate) fn claim(&self, key: &LockKey, kind: LockKind) -> Claim {
-        let reads = kind == LockKind::Read;
+        let reads = kind.rules().shared;
         let mut state = self.lock(key);
         *state.held.entry(key.clone()).or_insert(0) += 1;
         if reads {
@@ -199,7 +199,7 @@ impl WaitQueues {
         if state.queues.contains_key(key) {
             Local::Queued
         } else if let Some(held) = state.held.get(key) {
-            let shared = kind == LockKind::Read && state.reading.get(key) == Some(held);
+            let shared = kind.rules().shared && state.reading.get(key) == Some(held);
             if shared {
                 Local::Free
             } else {
@@ -267,8 +267,9 @@ impl WaitQueues {
         let Some(queue) = state.queues.get_mut(key) else {
             return Handing::Free { announce: None };
         };
-        // Only a plain lock is handed over (its waiters all take it alone).
-        let head = queue.waiters.front().filter(|_| !queue.read_write);
+        // Only to a waiter for a kind that is handed over (a plain lock: it takes the lock
+        // alone and without a token).
+        let head = queue.waiters.front().filter(|head| head.takes_hand_over);
         let Some(head) = head else {
             return Handing::Free {
                 announce: queue.turns.run_ends(),
@@ -336,7 +337,8 @@ impl WaitQueues {
             id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
             wake: Notify::new(),
             retry: AtomicBool::new(false),
-            reads: kind == LockKind::Read,
+            reads: kind.rules().shared,
+            takes_hand_over: kind.rules().hands_over,
             owner: owner.clone(),
             lease,
             offer: Mutex::new(OfferState::Idle),
@@ -349,7 +351,7 @@ impl WaitQueues {
             ready: ready_at_once,
             busy_until: None,
             turns: Default::default(),
-            read_write: kind.is_read_write(),
+            kind,
             recorded: false,
         });
         if let Some(busy_for) = busy_for {

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::offer::OfferState;
 use super::turns::Turns;
 use crate::key::OwnerId;
+use crate::kind::LockKind;
 
 /// The local waiters of one name, in arrival order.
 pub(super) struct Queue {
@@ -21,8 +22,8 @@ pub(super) struct Queue {
     /// Runs of hand-overs, and turns with other processes (see
     /// [`WaitQueues::next_holder`](super::WaitQueues::next_holder)).
     pub(super) turns: Turns,
-    /// Its waiters wait for a read-write lock (the backend listens on that lock's channel).
-    pub(super) read_write: bool,
+    /// The kind its first waiter waits for: the backend listens on that kind's channel.
+    pub(super) kind: LockKind,
     /// A waiter found the lock's record (see `LockRequest::unless_recorded`): every waiter
     /// will, so all look at once rather than one after another.
     pub(super) recorded: bool,
@@ -55,8 +56,11 @@ pub(crate) struct Waiter {
     pub(super) wake: Notify,
     /// Set when this waiter, as head, should try again now.
     pub(super) retry: AtomicBool,
-    /// It waits for a read lock (it may share with readers ahead of it).
+    /// It waits for a lock whose holders share (a read lock: it may share with readers
+    /// ahead of it).
     pub(super) reads: bool,
+    /// A release may hand it the lock (it waits for a kind that is handed over).
+    pub(super) takes_hand_over: bool,
     /// Who the waiter acquires as, and its lease: a release may hand it the lock.
     pub(super) owner: OwnerId,
     pub(super) lease: std::time::Duration,

@@ -20,7 +20,7 @@ async fn a_release_here_and_an_unlock_elsewhere_wake_the_head() {
     let queues = WaitQueues::new(false);
     let key = LockKey::new("", "order", 64).unwrap();
     let lease = Some(Duration::from_secs(30));
-    let holder = queues.claim(&key, LockKind::Exclusive);
+    let holder = queues.claim(&key, LockKind::Plain);
     let ticket = waiting(&queues, &key, "a:1");
     queues.subscribed(std::slice::from_ref(&key));
     assert!(
@@ -46,13 +46,7 @@ async fn a_release_here_and_an_unlock_elsewhere_wake_the_head() {
 
 fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
     let owner = OwnerId::from_raw(owner);
-    queues.join(
-        key,
-        LockKind::Exclusive,
-        None,
-        &owner,
-        Duration::from_secs(30),
-    )
+    queues.join(key, LockKind::Plain, None, &owner, Duration::from_secs(30))
 }
 
 /// A release offers the lock to an idle head only, and at most `limit` times in a row.
@@ -191,7 +185,7 @@ async fn an_unanswered_hand_over_is_released_by_a_waiter_that_leaves() {
 async fn a_courtesy_delay_holds_the_head_back_until_it_ends_or_another_unlock_comes() {
     let queues = WaitQueues::new(false);
     let key = LockKey::new("", "order", 64).unwrap();
-    let holder = queues.claim(&key, LockKind::Exclusive);
+    let holder = queues.claim(&key, LockKind::Plain);
     let ticket = waiting(&queues, &key, "a:1");
     queues.subscribed(std::slice::from_ref(&key));
     assert!(matches!(ticket.turn(), Turn::Try));

@@ -104,7 +104,7 @@ async fn other_owners_cannot_release(backend: BackendUnderTest) {
         let released = backend
             .release(ReleaseArgs {
                 key: guard.key().clone(),
-                kind: LockKind::Exclusive,
+                kind: LockKind::Plain,
                 owner: tower_lock::OwnerId::from_raw(&other),
                 lease: Duration::from_secs(30),
                 expected: 1,
@@ -199,7 +199,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
     let lease = Duration::from_secs(30);
     let acquire = |owner: &tower_lock::OwnerId, expected| AcquireArgs {
         key: key.clone(),
-        kind: LockKind::Exclusive,
+        kind: LockKind::Plain,
         owner: owner.clone(),
         lease,
         expected,
@@ -208,7 +208,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
     };
     let release = |owner: &tower_lock::OwnerId, expected| ReleaseArgs {
         key: key.clone(),
-        kind: LockKind::Exclusive,
+        kind: LockKind::Plain,
         owner: owner.clone(),
         lease,
         expected,

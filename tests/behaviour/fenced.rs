@@ -202,8 +202,39 @@ async fn a_holder_past_its_lease_has_the_lower_token(backend: BackendUnderTest) 
     assert_eq!(next.release().await.unwrap(), Released::Unlocked);
 }
 
+/// A fenced waiter queued behind a plain holder of the same name gets a token of its own
+/// when the plain lock is released (a plain release never hands a fenced waiter the lock
+/// without one), and the plain waiter behind it then gets the lock too.
+async fn a_fenced_waiter_behind_a_plain_holder_gets_a_token(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("fenced-behind-plain");
+    let plain = ctx.manager.lock(&name).acquire().await.unwrap();
+    let fenced = tokio::spawn({
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        async move {
+            let guard = manager
+                .fenced_lock(&name)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+                .unwrap();
+            let token = guard.fencing_token();
+            (guard.release().await.unwrap(), token)
+        }
+    });
+    while ctx.manager.waiting(&name) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let handed = plain.release().await.unwrap();
+    let (released, token) = fenced.await.unwrap();
+    assert!(token.is_some(), "a fenced guard always has a token");
+    assert_eq!(handed, Released::Unlocked, "freed, not handed over");
+    assert_eq!(released, Released::Unlocked);
+}
+
 backend_suite!(
     [Memory, Redis, Cluster]
+    a_fenced_waiter_behind_a_plain_holder_gets_a_token,
     every_acquisition_gets_a_greater_token,
     fenced_and_plain_locks_exclude_each_other,
     a_resent_acquisition_keeps_its_token,

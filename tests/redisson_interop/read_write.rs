@@ -180,7 +180,7 @@ async fn redisson_wakes_tower_lock_cluster() {
 async fn a_name_waited_on_as_both_kinds_in_turn() {
     let sides = Target::Single.sides().await;
     let name = support::unique("interop-kinds");
-    for (java_kind, ours) in [("lock", LockKind::Exclusive), ("write", LockKind::Read)] {
+    for (java_kind, ours) in [("lock", LockKind::Plain), ("write", LockKind::Read)] {
         assert!(sides.java_gets("j", java_kind, &name).await);
         let waiter = {
             let (locks, name) = (sides.locks.clone(), name.clone());

@@ -80,7 +80,7 @@ pub(super) async fn s6(url: &str, admin: &Client, scale: Scale, report: &mut Rep
         },
         "bench:s6:mix:rw",
     );
-    let plain = mix(|_| tower_lock::LockKind::Exclusive, "bench:s6:mix:plain");
+    let plain = mix(|_| tower_lock::LockKind::Plain, "bench:s6:mix:plain");
     let (rw_rate, plain_rate) =
         interleaved_on(MIX_WORKERS, scale.steady, read_write.clone(), plain).await;
     let r = rw_rate / plain_rate;

@@ -1,22 +1,26 @@
 //! An in-process backend with the same semantics as Redis: reentrant holds, leases that
-//! expire, FIFO wake-one waiting and a loss signal; read-write locks with Redisson's rules
-//! (`read_write`). The embedded default for examples, tests and single-process services.
+//! expire, FIFO wake-one waiting and a loss signal, and every lock kind with the rules of
+//! its scripts (each kind's in `backend/<kind>/memory.rs`). The embedded default for
+//! examples, tests and single-process services.
 
-mod fair;
-mod read_write;
+pub(in crate::backend) mod table;
 
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
+use super::fair::memory::{self as fair, NextTurn};
+use super::fenced::memory as fenced;
+use super::plain::memory as plain;
+use super::read_write::memory as read_write;
 use super::{
     AcquireArgs, Attempt, Backend, BoxFuture, FairArgs, FairAttempt, LeaveArgs, Notices,
     ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::{BackendError, Released};
-use crate::key::{KeyMap, LockKey, OwnerId};
+use crate::key::LockKey;
 use crate::kind::LockKind;
-use read_write::SharedHold;
+use table::Locks;
 
 /// Locks held in this process's memory.
 ///
@@ -45,50 +49,6 @@ const SHARDS: usize = 16;
 #[derive(Default, Debug)]
 #[repr(align(64))]
 struct LockShard(Mutex<Locks>);
-
-#[derive(Default, Debug)]
-struct Locks {
-    held: KeyMap<Entry>,
-    /// Fair locks' queues of waiters.
-    fair: KeyMap<fair::FairQueue>,
-    /// Read-write locks' writers waiting behind readers, each with when its mark runs out
-    /// (see `read_write`).
-    waiting_writers: KeyMap<Vec<(OwnerId, Instant)>>,
-    /// Records left by releases (see `ReleaseArgs::record`), with when they expire.
-    records: KeyMap<(bytes::Bytes, Instant)>,
-    /// Fenced locks' last tokens. Never removed, like Redisson's token keys (a token must
-    /// never be given twice): one entry per name ever locked fenced.
-    tokens: KeyMap<u64>,
-    /// Size of `held` after the last sweep of expired entries.
-    swept_at: usize,
-}
-
-/// A held lock.
-#[derive(Debug)]
-enum Entry {
-    /// A plain lock.
-    Exclusive(Hold),
-    /// A read-write lock (boxed: the plain lock's entries stay small).
-    Shared(Box<SharedHold>),
-}
-
-/// A plain lock's holder: its owner, the owner's count, and when its lease ends.
-#[derive(Debug)]
-struct Hold {
-    owner: OwnerId,
-    count: u32,
-    expires: Instant,
-}
-
-impl Entry {
-    /// When the lock's lease (Redis: the key's PEXPIRE) ends.
-    fn expires(&self) -> Instant {
-        match self {
-            Entry::Exclusive(hold) => hold.expires,
-            Entry::Shared(shared) => shared.expires,
-        }
-    }
-}
 
 impl MemoryBackend {
     /// An empty backend.
@@ -137,117 +97,108 @@ impl MemoryBackend {
             .sum()
     }
 
-    /// Tells a fair waiter that it may take the lock (through every manager on this
-    /// backend; the one that has the waiter wakes it).
-    fn wake(&self, wake: fair::Wake) {
-        let Some((key, owner)) = wake else { return };
+    /// Tells a fair waiter that its turn came (through every manager on this backend; the
+    /// one that has the waiter wakes it).
+    fn tell_turn(&self, turn: NextTurn) {
+        let Some((key, owner)) = turn else { return };
         let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
         for notices in listeners.iter() {
             notices.turn(&key, &owner);
         }
     }
 
-    /// An acquisition, answered at once.
+    /// Tells every manager's waiters of `key` to look at the lock now.
+    fn tell_unlocked(&self, key: &LockKey, all: bool) {
+        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        for notices in listeners.iter() {
+            if all {
+                notices.unlocked_all(key);
+            } else if notices.may_be_watched(key) {
+                notices.unlocked(key);
+            }
+        }
+    }
+
+    /// An acquisition, answered at once: each kind by its own rules.
     pub(crate) fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
-        if args.unless_recorded && (args.kind != LockKind::Exclusive || args.expected != 0) {
+        if args.unless_recorded && !(args.kind.rules().records && args.expected == 0) {
             return Err(BackendError::new(format!(
                 "a lock with a record is a plain lock taken once (not a {} lock, not a reentry)",
                 args.kind.name()
             )));
         }
-        if args.kind == LockKind::Fair && args.expected == 0 {
-            let (attempt, wake) = self.with_locks(&args.key, |locks, now| {
-                locks.sweep(now);
-                fair::try_take(locks, args, now)
-            });
-            self.wake(wake);
-            return Ok(attempt);
-        }
-        let attempt = self.with_locks(&args.key, |locks, now| {
-            locks.sweep(now);
-            // Looked at in the same step as the lock: a record stored meanwhile is seen.
-            if args.unless_recorded {
-                if let Some(record) = locks.record(&args.key, now) {
-                    return Attempt::Recorded(record);
+        let attempt = match args.kind {
+            LockKind::Plain if args.unless_recorded => self
+                .with_swept_locks(&args.key, |locks, now| {
+                    plain::take_unless_recorded(locks, args, now)
+                }),
+            LockKind::Plain => self.with_swept_locks(&args.key, |locks, now| {
+                match plain::take(locks, args, now) {
+                    Ok(_) => Attempt::Acquired,
+                    Err(attempt) => attempt,
                 }
+            }),
+            LockKind::Fenced => {
+                self.with_swept_locks(&args.key, |locks, now| fenced::take(locks, args, now))
             }
-            if args.kind.is_read_write() {
-                return read_write::take(locks, args, now);
+            LockKind::Read | LockKind::Write => {
+                self.with_swept_locks(&args.key, |locks, now| read_write::take(locks, args, now))
             }
-            let expires = now + args.lease;
-            let counted = match locks.live(&args.key, now) {
-                None if args.expected == 0 => {
-                    locks.held.insert(
-                        args.key.clone(),
-                        Entry::Exclusive(Hold {
-                            owner: args.owner.clone(),
-                            count: 1,
-                            expires,
-                        }),
-                    );
-                    true
-                }
-                Some(Entry::Exclusive(entry)) if entry.owner == args.owner => {
-                    let counted = entry.count == args.expected;
-                    if counted {
-                        entry.count += 1;
-                    } else if entry.count != args.expected + 1 {
-                        return Attempt::Lost;
-                    }
-                    entry.expires = expires;
-                    counted
-                }
-                None => return Attempt::Lost,
-                Some(_) if args.expected > 0 => return Attempt::Lost,
-                Some(entry) => return Attempt::Busy(Some(entry.expires() - now)),
-            };
-            if args.kind != LockKind::Fenced {
-                return Attempt::Acquired;
+            LockKind::Fair => {
+                let (attempt, turn) =
+                    self.with_swept_locks(&args.key, |locks, now| fair::take(locks, args, now));
+                self.tell_turn(turn);
+                attempt
             }
-            // A re-sent acquisition that already counted answers the token as it is.
-            let token = locks.tokens.entry(args.key.clone()).or_insert(0);
-            *token += u64::from(counted);
-            Attempt::Fenced(*token)
-        });
+        };
         Ok(attempt)
     }
 
-    /// A release, answered at once. One process: nobody else listens.
+    /// A release, answered at once: each kind by its own rules.
     pub(crate) fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
-        if let Some(record) = &args.record {
-            let released = self.with_locks(&args.key, |locks, now| {
-                let released = locks.release_exclusive(args, now);
+        let released = match args.kind {
+            LockKind::Plain if args.record.is_some() => {
+                let released = self.with_locks(&args.key, |locks, now| {
+                    plain::release_recording(locks, args, now)
+                });
                 if released == Released::Unlocked {
-                    locks.records.insert(
-                        args.key.clone(),
-                        (record.value.clone(), now + record.retention),
-                    );
+                    // Every manager's waiters find the record now (not at the holder's
+                    // lease).
+                    self.tell_unlocked(&args.key, false);
                 }
                 released
-            });
-            if released == Released::Unlocked {
-                // Every manager's waiters find the record now (not at the holder's lease).
-                let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
-                for notices in listeners.iter() {
-                    if notices.may_be_watched(&args.key) {
-                        notices.unlocked(&args.key);
-                    }
-                }
             }
-            return Ok(ReleaseReply::new(released));
-        }
-        let (released, wake) = self.with_locks(&args.key, |locks, now| {
-            if args.kind.is_read_write() {
-                return (read_write::release(locks, args, now), None);
+            _ if args.record.is_some() => {
+                return Err(BackendError::new(format!(
+                    "a {} lock leaves no record",
+                    args.kind.name()
+                )))
             }
-            let released = locks.release_exclusive(args, now);
-            let wake = (args.kind == LockKind::Fair)
-                .then(|| fair::release(locks, args, now, released))
-                .flatten();
-            (released, wake)
-        });
-        self.wake(wake);
+            // One process: every other release goes through a manager, which wakes its
+            // local waiters itself.
+            LockKind::Plain | LockKind::Fenced => {
+                self.with_locks(&args.key, |locks, now| plain::release(locks, args, now))
+            }
+            LockKind::Read | LockKind::Write => self.with_locks(&args.key, |locks, now| {
+                read_write::release(locks, args, now)
+            }),
+            LockKind::Fair => {
+                let (released, turn) =
+                    self.with_locks(&args.key, |locks, now| fair::release(locks, args, now));
+                self.tell_turn(turn);
+                released
+            }
+        };
         Ok(ReleaseReply::new(released))
+    }
+
+    /// [`with_locks`](Self::with_locks), with the table's expired entries swept first
+    /// when it has grown (see [`Locks::sweep`]).
+    fn with_swept_locks<T>(&self, key: &LockKey, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
+        self.with_locks(key, |locks, now| {
+            locks.sweep(now);
+            f(locks, now)
+        })
     }
 
     /// Runs `f` on the part of the table that holds `key`.
@@ -255,66 +206,6 @@ impl MemoryBackend {
         let shard = &self.shards[key.shard(SHARDS)];
         let mut locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut locks, Instant::now())
-    }
-}
-
-impl Locks {
-    /// A plain (or fair) lock's release.
-    fn release_exclusive(&mut self, args: &ReleaseArgs, now: Instant) -> Released {
-        let Some(Entry::Exclusive(entry)) = self.live(&args.key, now) else {
-            return Released::NotHeld;
-        };
-        if entry.owner != args.owner {
-            return Released::NotHeld;
-        }
-        if entry.count + 1 == args.expected {
-            // A re-sent release that already counted.
-            return Released::StillHeld;
-        }
-        entry.count -= 1;
-        if entry.count > 0 {
-            entry.expires = now + args.lease;
-            Released::StillHeld
-        } else {
-            self.held.remove(&args.key);
-            Released::Unlocked
-        }
-    }
-
-    /// The live hold of `key`, dropping it first if its lease ran out (for a read-write
-    /// lock: the read holds whose leases ran out, and the lock once nobody holds it).
-    fn live(&mut self, key: &LockKey, now: Instant) -> Option<&mut Entry> {
-        // A free name (the common case) costs one look.
-        let entry = self.held.get_mut(key)?;
-        let expired = match entry {
-            Entry::Exclusive(hold) => hold.expires <= now,
-            Entry::Shared(shared) => !shared.keep_live(now),
-        };
-        if expired {
-            self.held.remove(key);
-            return None;
-        }
-        self.held.get_mut(key)
-    }
-
-    /// Expired holds (and records) are removed lazily; sweep them all when the tables have
-    /// doubled, so that names nobody touches again do not pile up.
-    fn sweep(&mut self, now: Instant) {
-        if self.held.len() + self.records.len() >= 2 * self.swept_at.max(64) {
-            self.held.retain(|_, entry| entry.expires() > now);
-            self.records.retain(|_, (_, expires)| *expires > now);
-            self.swept_at = self.held.len() + self.records.len();
-        }
-    }
-
-    /// The record of `key`, unless its retention ran out (then it is dropped).
-    fn record(&mut self, key: &LockKey, now: Instant) -> Option<bytes::Bytes> {
-        let (record, expires) = self.records.get(key)?;
-        if *expires > now {
-            return Some(record.clone());
-        }
-        self.records.remove(key);
-        None
     }
 }
 
@@ -332,41 +223,35 @@ impl Backend for MemoryBackend {
     }
 
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
-        let renewed = self.with_locks(&args.key, |locks, now| match locks.live(&args.key, now) {
-            Some(Entry::Exclusive(entry)) if entry.owner == args.owner => {
-                entry.expires = now + args.lease;
-                true
-            }
-            Some(Entry::Shared(shared)) if args.kind.is_read_write() => shared.renew(&args, now),
-            _ => false,
+        let renewed = self.with_locks(&args.key, |locks, now| match args.kind {
+            LockKind::Plain | LockKind::Fair | LockKind::Fenced => plain::renew(locks, &args, now),
+            LockKind::Read | LockKind::Write => read_write::renew(locks, &args, now),
         });
         ready(Ok(renewed))
     }
 
     fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
-        let (attempt, wake) =
+        let (attempt, turn) =
             self.with_locks(&args.key, |locks, now| fair::queue(locks, &args, now));
-        self.wake(wake);
+        self.tell_turn(turn);
         ready(Ok(attempt))
     }
 
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
         match args.kind {
             LockKind::Fair => {
-                let wake = self.with_locks(&args.key, |locks, now| fair::leave(locks, &args, now));
-                self.wake(wake);
+                let turn = self.with_locks(&args.key, |locks, now| fair::leave(locks, &args, now));
+                self.tell_turn(turn);
             }
             LockKind::Write => {
                 let readers_may_go =
                     self.with_locks(&args.key, |locks, now| read_write::leave(locks, &args, now));
                 if readers_may_go {
-                    let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
-                    for notices in listeners.iter() {
-                        notices.unlocked_all(&args.key);
-                    }
+                    self.tell_unlocked(&args.key, true);
                 }
             }
-            _ => {}
+            // No place or mark to take back.
+            LockKind::Plain | LockKind::Read | LockKind::Fenced => {}
         }
         ready(Ok(()))
     }

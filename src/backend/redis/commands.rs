@@ -10,7 +10,7 @@ use crate::key::LockKey;
 use crate::telemetry::TARGET;
 
 /// The connections lock commands go through.
-pub(super) enum Commands {
+pub(in crate::backend) enum Commands {
     Client(Client),
     /// Round robin over the pool's clients.
     Pool(Pool),
@@ -18,7 +18,7 @@ pub(super) enum Commands {
 
 impl Commands {
     /// The client the next command goes through.
-    pub(super) fn next(&self) -> &Client {
+    pub(in crate::backend) fn next(&self) -> &Client {
         match self {
             Commands::Client(client) => client,
             Commands::Pool(pool) => pool.next(),
@@ -26,7 +26,7 @@ impl Commands {
     }
 
     /// The first client (the one to ask about the server, and to follow).
-    pub(super) fn first(&self) -> &Client {
+    pub(in crate::backend) fn first(&self) -> &Client {
         match self {
             Commands::Client(client) => client,
             Commands::Pool(pool) => &pool.clients()[0],
@@ -34,7 +34,7 @@ impl Commands {
     }
 
     /// Every client.
-    pub(super) fn all(&self) -> &[Client] {
+    pub(in crate::backend) fn all(&self) -> &[Client] {
         match self {
             Commands::Client(client) => std::slice::from_ref(client),
             Commands::Pool(pool) => pool.clients(),
@@ -43,13 +43,13 @@ impl Commands {
 
     /// Whether a command sent now has a connection (fred says it is connected only once
     /// its reconnect succeeded).
-    pub(super) fn is_connected(&self) -> bool {
+    pub(in crate::backend) fn is_connected(&self) -> bool {
         self.all().iter().any(Client::is_connected)
     }
 }
 
 /// EVALSHA's arguments: the script's SHA, the number of keys, the keys, then `args`.
-pub(super) fn script_call<const N: usize>(
+pub(in crate::backend) fn script_call<const N: usize>(
     script: &Script,
     keys: &[String],
     args: [Value; N],
@@ -63,7 +63,7 @@ pub(super) fn script_call<const N: usize>(
 }
 
 /// Milliseconds for a script argument: at least 1.
-pub(super) fn millis(duration: std::time::Duration) -> i64 {
+pub(in crate::backend) fn millis(duration: std::time::Duration) -> i64 {
     duration.as_millis().clamp(1, i64::MAX as u128) as i64
 }
 
@@ -76,7 +76,7 @@ pub(super) fn millis(duration: std::time::Duration) -> i64 {
 /// implement its script interface, so `with_options(..).evalsha(..)` runs on the bare
 /// client, and neither the command's time limit nor failing fast while disconnected
 /// would apply.
-pub(super) async fn eval_script<A>(
+pub(in crate::backend) async fn eval_script<A>(
     client: &Client,
     options: &Options,
     script: &Script,

@@ -11,7 +11,9 @@ use crate::backend::Notices;
 use crate::error::BackendError;
 
 /// The command client and the subscriber, with tower-lock's connection settings.
-pub(super) fn build(config: Config) -> Result<(Client, SubscriberClient), BackendError> {
+pub(in crate::backend) fn build(
+    config: Config,
+) -> Result<(Client, SubscriberClient), BackendError> {
     let mut builder = Builder::from_config(config);
     // Reconnect forever with backoff (1, 4, 16 … ms, at most 2 s, plus up to 20 ms of
     // jitter); commands fail fast meanwhile. The first attempt comes at once: fred's
@@ -45,7 +47,7 @@ pub(super) fn build(config: Config) -> Result<(Client, SubscriberClient), Backen
 }
 
 /// `host:port` of the configured servers, for messages (never the credentials).
-pub(super) fn servers(config: &Config) -> String {
+pub(in crate::backend) fn servers(config: &Config) -> String {
     let hosts: Vec<String> = config
         .server
         .hosts()
@@ -62,7 +64,7 @@ pub(super) fn servers(config: &Config) -> String {
 /// backend unavailable (see `Notices::connection_lost`). Once it is connected again, every
 /// waiting head tries at once (`Notices::resync`): one that failed during the outage would
 /// otherwise sleep out its back-off while the lock may be free.
-pub(super) async fn notice_outages(client: Client, notices: Notices) {
+pub(in crate::backend) async fn notice_outages(client: Client, notices: Notices) {
     use tokio::sync::broadcast::error::RecvError;
     let mut errors = client.error_rx();
     let mut reconnects = client.reconnect_rx();

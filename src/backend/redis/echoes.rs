@@ -10,7 +10,7 @@ use crate::key::{KeyMap, KeySet, LockKey};
 /// The names this process's subscriber listens on, and the notices of its own releases
 /// still to come back on them.
 #[derive(Default)]
-pub(super) struct Echoes {
+pub(in crate::backend) struct Echoes {
     state: Mutex<EchoState>,
 }
 
@@ -26,12 +26,12 @@ impl Echoes {
     }
 
     /// The subscriber now listens on `keys`.
-    pub(super) fn subscribed(&self, keys: &[LockKey]) {
+    pub(in crate::backend) fn subscribed(&self, keys: &[LockKey]) {
         self.state().subscribed.extend(keys.iter().cloned());
     }
 
     /// The subscriber no longer listens on `keys`: nothing comes back on them.
-    pub(super) fn unsubscribed(&self, keys: &[LockKey]) {
+    pub(in crate::backend) fn unsubscribed(&self, keys: &[LockKey]) {
         let mut state = self.state();
         for key in keys {
             state.subscribed.remove(key);
@@ -43,7 +43,7 @@ impl Echoes {
     /// on it, and the notice is expected back. Counted *before* sending, because the notice
     /// can arrive before the release's own reply; counted after, it would swallow the next
     /// process's notice instead and leave the waiter asleep until the lease ends.
-    pub(super) fn expect(&self, key: &LockKey) -> bool {
+    pub(in crate::backend) fn expect(&self, key: &LockKey) -> bool {
         let mut state = self.state();
         if !state.subscribed.contains(key) {
             return false;
@@ -54,7 +54,7 @@ impl Echoes {
 
     /// A release counted by [`expect`](Self::expect) was answered; if it did not unlock, no
     /// notice comes and the count is taken back.
-    pub(super) fn settle(&self, key: &LockKey, unlocked: bool) {
+    pub(in crate::backend) fn settle(&self, key: &LockKey, unlocked: bool) {
         if unlocked {
             return;
         }
@@ -63,7 +63,7 @@ impl Echoes {
 
     /// An unlock notice for `key` arrived: `true` if it is one of ours (taken off the
     /// count).
-    pub(super) fn take(&self, key: &LockKey) -> bool {
+    pub(in crate::backend) fn take(&self, key: &LockKey) -> bool {
         let mut state = self.state();
         let Some(count) = state.expected.get_mut(key) else {
             return false;
@@ -76,7 +76,7 @@ impl Echoes {
     }
 
     /// Notices may have been lost (a reconnect): none is expected any more.
-    pub(super) fn forget_expected(&self) {
+    pub(in crate::backend) fn forget_expected(&self) {
         self.state().expected.clear();
     }
 }

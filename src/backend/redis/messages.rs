@@ -11,13 +11,13 @@ use tokio::sync::broadcast::error::RecvError;
 use super::echoes::Echoes;
 use super::names::{keys_of_channel, keys_of_read_write_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use super::waiter_channels::WaiterChannels;
+use crate::backend::fair::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
 use crate::telemetry::TARGET;
 
 /// Turns unlock messages of other processes into wake-ups of local heads (our own come
 /// back too: they are taken off `echoes`), and a fair waiter's message into its turn.
-pub(super) async fn deliver_messages(
+pub(in crate::backend) async fn deliver_messages(
     subscriber: SubscriberClient,
     notices: Notices,
     echoes: Arc<Echoes>,

@@ -1,11 +1,14 @@
 //! The Redis backend (via [fred]): Redisson's lock layout and scripts, one subscriber
 //! connection per manager for unlock notices.
 //!
+//! What every lock kind shares on Redis is here; each kind's script and operations are in
+//! its own folder (`backend/plain/`: the plain lock, its batches and records;
+//! `backend/read_write/`, `backend/fair/`, `backend/fenced/`).
+//!
 //! - `commands`: where commands go (a client or a pool) and the script call;
-//! - `batch` and `layout`: group commit, many operations in one script call;
-//! - `scripts`: the Lua (`scripts/*.lua`) and its reply codes; `read_write` and `fair`
-//!   run those lock kinds' scripts;
-//! - `operations`: the [`Backend`](super::Backend) implementation, replies decoded;
+//! - `scripts`: what the scripts share (reply codes, messages, sharded `SPUBLISH`);
+//! - `operations`: the [`Backend`](super::Backend) implementation, one exhaustive `match`
+//!   per operation into the kinds' code;
 //! - `subscriptions`, `messages` and `echoes`: listening for unlocks, telling our own
 //!   apart;
 //! - `names`: Redisson's key and channel names;
@@ -23,30 +26,23 @@ use tokio::task::JoinHandle;
 use super::Notices;
 use crate::error::BackendError;
 
-mod arguments;
-mod batch;
-mod channel_names;
-mod commands;
+mod channel_use;
+pub(in crate::backend) mod commands;
 mod connect;
 mod echoes;
-mod fair;
-mod fenced;
-mod layout;
 mod messages;
-mod names;
+pub(in crate::backend) mod names;
 mod operations;
-mod read_write;
-mod record;
 mod replicas;
-mod scripts;
-mod subscriptions;
-mod waiter_channels;
+pub(in crate::backend) mod scripts;
+pub(in crate::backend) mod subscriptions;
 
-use batch::{Batcher, Operation};
+use super::{fair, fenced, plain, read_write};
 use commands::Commands;
 use connect::{build, servers};
 use echoes::Echoes;
 pub use names::unlock_channel;
+use plain::batch::Batcher;
 pub use replicas::{MissingAck, ReplicaAck};
 
 /// Default time limit for one Redis command.
@@ -61,37 +57,37 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
 /// reconnect.
 #[derive(Clone)]
 pub struct RedisBackend {
-    inner: Arc<BackendInner>,
+    pub(in crate::backend) inner: Arc<BackendInner>,
 }
 
-struct BackendInner {
-    commands: Commands,
-    subscriber: SubscriberClient,
-    options: Options,
+pub(in crate::backend) struct BackendInner {
+    pub(in crate::backend) commands: Commands,
+    pub(in crate::backend) subscriber: SubscriberClient,
+    pub(in crate::backend) options: Options,
     /// Sharded pub/sub (Redis Cluster on Redis 7+): SSUBSCRIBE / SPUBLISH per slot.
-    sharded: bool,
+    pub(in crate::backend) sharded: bool,
     /// WAIT for replicas after each acquisition.
-    replica_ack: Option<ReplicaAck>,
+    pub(in crate::backend) replica_ack: Option<ReplicaAck>,
     /// Acquisitions kept although too few replicas acknowledged them.
-    unacknowledged: AtomicU64,
-    /// The lock script (see `scripts::batch`).
-    batch: Script,
+    pub(in crate::backend) unacknowledged: AtomicU64,
+    /// The lock script (see `batch.lua`).
+    pub(in crate::backend) batch: Script,
     /// The read-write lock's script (one operation per call).
-    read_write: Script,
+    pub(in crate::backend) read_write: Script,
     /// The fair lock's script (one operation per call).
-    fair: Script,
+    pub(in crate::backend) fair: Script,
     /// The fenced lock's acquisition (one per call).
-    fenced: Script,
+    pub(in crate::backend) fenced: Script,
     /// Locks with a record: acquisition unless recorded, release and record.
-    record: Script,
-    batcher: Batcher,
+    pub(in crate::backend) record: Script,
+    pub(in crate::backend) batcher: Batcher,
     /// Our own unlock notices, expected back on our subscriptions.
-    echoes: Arc<Echoes>,
+    pub(in crate::backend) echoes: Arc<Echoes>,
     /// The manager's waiters, once it listens.
-    notices: OnceLock<Notices>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(in crate::backend) notices: OnceLock<Notices>,
+    pub(in crate::backend) tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The clients were made here (and are closed with the backend), not given.
-    owns_clients: bool,
+    pub(in crate::backend) owns_clients: bool,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -212,11 +208,11 @@ impl RedisBackend {
                     max_attempts: Some(1),
                     ..Default::default()
                 },
-                batch: Script::from_lua(scripts::batch(sharded)),
-                read_write: Script::from_lua(scripts::read_write(sharded)),
-                fair: Script::from_lua(scripts::fair(sharded)),
-                fenced: Script::from_lua(scripts::fenced()),
-                record: Script::from_lua(scripts::record(sharded)),
+                batch: Script::from_lua(plain::batch::script(sharded)),
+                read_write: Script::from_lua(read_write::redis::script(sharded)),
+                fair: Script::from_lua(fair::redis::script(sharded)),
+                fenced: Script::from_lua(fenced::redis::script(sharded)),
+                record: Script::from_lua(plain::record_script(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),
                 notices: OnceLock::new(),
@@ -274,16 +270,12 @@ impl RedisBackend {
     pub fn queued_operations(&self) -> usize {
         self.inner.batcher.queued()
     }
-
-    fn submit(&self, operation: Operation) -> batch::Submitted {
-        batch::submit(&self.inner, operation)
-    }
 }
 
 impl BackendInner {
     /// The client the next lock command goes through (always the first with replica
     /// acknowledgement: see [`RedisBackend::from_pool`]).
-    fn next_client(&self) -> &Client {
+    pub(in crate::backend) fn next_client(&self) -> &Client {
         match self.replica_ack {
             Some(_) => self.commands.first(),
             None => self.commands.next(),

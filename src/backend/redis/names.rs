@@ -7,6 +7,7 @@
 //! and `{a}` both use `redisson_lock__channel:{a}`; a message there concerns both.
 
 use crate::key::LockKey;
+use crate::kind::LockKind;
 
 const CHANNEL_PREFIX: &str = "redisson_lock__channel:";
 const READ_WRITE_CHANNEL_PREFIX: &str = "redisson_rwlock:";
@@ -32,20 +33,20 @@ fn prefixed(prefix: &str, key: &LockKey) -> String {
 
 /// The channel of the read-write lock `key`: `redisson_rwlock:{<key>}` (or without braces
 /// when the key contains `{`).
-pub(super) fn read_write_channel(key: &LockKey) -> String {
+pub(in crate::backend) fn read_write_channel(key: &LockKey) -> String {
     prefixed(READ_WRITE_CHANNEL_PREFIX, key)
 }
 
 /// The prefix of the read-write lock's per-hold keys: `{<key>}` (or the key when it
 /// contains `{`); a read hold's timeout key is `<prefix>:<owner>:rwlock_timeout:<n>`
 /// (Redisson's `suffixName`).
-pub(super) fn read_write_key_prefix(key: &LockKey) -> String {
+pub(in crate::backend) fn read_write_key_prefix(key: &LockKey) -> String {
     prefixed("", key)
 }
 
 /// The writers waiting for the read-write lock `key` (a tower-lock key, not Redisson's):
 /// `<prefix>:tower_lock:waiting_writers`, in the lock's slot.
-pub(super) fn waiting_writers(key: &LockKey) -> String {
+pub(in crate::backend) fn waiting_writers(key: &LockKey) -> String {
     format!("{}:tower_lock:waiting_writers", read_write_key_prefix(key))
 }
 
@@ -56,56 +57,59 @@ pub fn unlock_channel(key: &LockKey) -> String {
 }
 
 /// The fair lock's waiter list: `redisson_lock_queue:{<key>}` (braces as Redisson's).
-pub(super) fn fair_queue(key: &LockKey) -> String {
+pub(in crate::backend) fn fair_queue(key: &LockKey) -> String {
     prefixed(FAIR_QUEUE_PREFIX, key)
 }
 
 /// The fair lock's deadlines of the places in its queue: `redisson_lock_timeout:{<key>}`.
-pub(super) fn fair_deadlines(key: &LockKey) -> String {
+pub(in crate::backend) fn fair_deadlines(key: &LockKey) -> String {
     prefixed(FAIR_DEADLINES_PREFIX, key)
 }
 
 /// The fenced lock's token counter: `redisson_lock_token:{<key>}` (braces as Redisson's).
 /// It never expires: see `docs/fenced-locks.md`.
-pub(super) fn fencing_tokens(key: &LockKey) -> String {
+pub(in crate::backend) fn fencing_tokens(key: &LockKey) -> String {
     prefixed(FENCING_TOKENS_PREFIX, key)
 }
 
 /// The record of the lock `key` (a tower-lock key, not Redisson's):
 /// `tower_lock_record:{<key>}` (braces as Redisson's, so it shares the lock's slot).
-pub(super) fn record(key: &LockKey) -> String {
+pub(in crate::backend) fn record(key: &LockKey) -> String {
     prefixed(RECORD_PREFIX, key)
 }
 
 /// The channel of the fair waiter `owner` of `key`:
 /// `redisson_lock__channel:{<key>}:<owner>` (the lock's channel with the owner after it).
-pub(super) fn fair_channel(key: &LockKey, owner: &crate::key::OwnerId) -> String {
+pub(in crate::backend) fn fair_channel(key: &LockKey, owner: &crate::key::OwnerId) -> String {
     format!("{}:{owner}", unlock_channel(key))
 }
 
 /// [`unlock_channel`] in parts, to be written where it is needed.
-pub(super) fn channel_parts(key: &LockKey) -> [&str; 4] {
+pub(in crate::backend) fn channel_parts(key: &LockKey) -> [&str; 4] {
     prefixed_parts(CHANNEL_PREFIX, key)
 }
 
-/// The channel a local waiter of `key` listens on: the read-write lock's or the plain
+/// The channel a local waiter of a lock of `kind` on `key` listens on: the read-write lock's or the plain
 /// lock's.
-pub(super) fn waiting_channel(key: &LockKey, read_write: bool) -> String {
-    if read_write {
-        read_write_channel(key)
-    } else {
-        unlock_channel(key)
+pub(in crate::backend) fn waiting_channel(key: &LockKey, kind: Option<LockKind>) -> String {
+    match kind {
+        Some(LockKind::Read | LockKind::Write) => read_write_channel(key),
+        // A fair lock's waiters have channels of their own (`waiter_channels`); its
+        // releases that free the lock still publish here, as the plain and fenced lock's.
+        Some(LockKind::Plain | LockKind::Fair | LockKind::Fenced) | None => unlock_channel(key),
     }
 }
 
 /// The keys whose unlock channel `channel` is: none, one, or two (`{a}` is the channel of
 /// both `a` and `{a}`).
-pub(super) fn keys_of_channel(channel: &str) -> impl Iterator<Item = LockKey> + '_ {
+pub(in crate::backend) fn keys_of_channel(channel: &str) -> impl Iterator<Item = LockKey> + '_ {
     keys_after(channel, CHANNEL_PREFIX)
 }
 
 /// The keys whose read-write lock channel `channel` is (as [`keys_of_channel`]).
-pub(super) fn keys_of_read_write_channel(channel: &str) -> impl Iterator<Item = LockKey> + '_ {
+pub(in crate::backend) fn keys_of_read_write_channel(
+    channel: &str,
+) -> impl Iterator<Item = LockKey> + '_ {
     keys_after(channel, READ_WRITE_CHANNEL_PREFIX)
 }
 

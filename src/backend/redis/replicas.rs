@@ -37,7 +37,7 @@ pub enum MissingAck {
 
 impl RedisBackend {
     /// WAITs for replicas after an acquisition and applies the policy.
-    pub(super) async fn await_replicas(
+    pub(in crate::backend) async fn await_replicas(
         &self,
         ack: ReplicaAck,
         key: LockKey,

@@ -41,87 +41,8 @@ pub(crate) const HANDED_OVER: i64 = 2;
 /// Acquisition unless recorded: the lock has a record (it follows in the reply).
 pub(crate) const RECORDED: i64 = -5;
 
-/// The batch script (`scripts/batch.lua`), with PUBLISH or, for sharded pub/sub, SPUBLISH:
-/// a batch of lock operations in one call (group commit: under load, many requests'
-/// operations share one round trip and one script run).
-///
-/// Written inline (no functions, no `pcall`): closures and protected calls made in every
-/// run cost about as much as the Redis calls themselves (callgrind); so do an extra
-/// argument per operation and an array reply for a single operation. The first command
-/// that reads a lock's hash uses `redis.pcall`, so a key holding other data fails that
-/// operation only. The common texts of a release (`-1`, a count of `1`) are compared
-/// rather than converted to numbers.
-///
-/// KEYS, per operation: the lock, and for a release also its channel. ARGV, per operation:
-/// lease ms, owner, and what to do: `N` acquire, the owner having `N` holds already; `-N`
-/// release, the owner having `N` holds before it; `aN` the owner's last release, which
-/// announces that it ends a run of `N` holds of this process (it publishes `-N` on the
-/// channel just before Redisson's UNLOCK `0`; Redisson ignores other messages); `r` renew;
-/// `h` hand-over, followed by a fourth argument, the successor (the lease is the
-/// successor's).
-///
-/// A call of more than one operation starts with two more arguments, which let the
-/// operations on keys that no other operation of the call touches share Redis calls
-/// (each `redis.call` costs Redis a few thousand instructions, several times what the
-/// command itself does): `A`, the number of leading operations that are first
-/// acquisitions (`0`) of such keys, for which one multi-key `EXISTS` stands in for one
-/// each when none of the keys exists; and `D`, the position of the first of the trailing
-/// operations that are last releases (`-1`) of such keys (0: none), whose `DEL`s are
-/// made together by one multi-key `DEL` at the end. Operations on different keys commute,
-/// so the caller may move them to the front or the back; Redis runs the script as one
-/// step, so nobody sees the order inside it (a message published before its key's
-/// deferred `DEL` is delivered after the script).
-///
-/// Returns one value per operation (a bare value for a single operation, else an array):
-/// - acquire: [`ACQUIRED`], the holder's PTTL when busy, [`BUSY_FOREVER`], or [`LOST`];
-/// - release: [`NOT_HELD`], 0 when a reentrant hold remains, [`UNLOCKED`] plus the number
-///   of subscribers reached when the lock was deleted and Redisson's UNLOCK message (`0`)
-///   published with `publish` (PUBLISH or SPUBLISH);
-/// - hand-over (the owner's last hold): [`HANDED_OVER`] when the lock now belongs to the
-///   successor with one hold and the successor's lease, in the same step (the lock is
-///   never free, so nobody else can take it and nothing is published: to every other
-///   client, Redisson's included, the lock simply stays held); [`NOT_HELD`]; or 0 when
-///   the owner turned out to have more than one hold (one was dropped, as by a release).
-///   A re-sent hand-over that already took effect finds the successor holding the lock
-///   and reports [`HANDED_OVER`] again;
-/// - renew: 1 when renewed, 0 when the owner no longer holds the lock;
-/// - or an error message (a string) when Redis rejected that operation (the key holds
-///   other data); the other operations of the batch are not affected.
-pub(crate) fn batch(sharded: bool) -> String {
-    publishing(include_str!("scripts/batch.lua"), sharded)
-}
-
-/// The read-write lock's script (`scripts/read_write.lua`), with PUBLISH or SPUBLISH: one
-/// operation per call, in Redisson's `RReadWriteLock` layout. Its reply codes are the batch
-/// script's (a release's `UNLOCKED` plus the subscribers reached when the lock was deleted).
-/// A read release that deletes the lock publishes `0`, a write release `1` (Redisson's
-/// READ_UNLOCK, which wakes every waiter: readers share).
-pub(crate) fn read_write(sharded: bool) -> String {
-    publishing(include_str!("scripts/read_write.lua"), sharded)
-}
-
-/// The fair lock's script (`scripts/fair.lua`), with PUBLISH or SPUBLISH: one operation per
-/// call, in Redisson's `RFairLock` layout. A release publishes Redisson's UNLOCK message
-/// (`0`) to the queue head's own channel only.
-pub(crate) fn fair(sharded: bool) -> String {
-    publishing(include_str!("scripts/fair.lua"), sharded)
-}
-
-/// The fenced lock's acquisition (`scripts/fenced.lua`): the plain lock's, plus Redisson's
-/// `RFencedLock` token counter INCRed in the same step. It publishes nothing.
-pub(crate) fn fenced() -> String {
-    include_str!("scripts/fenced.lua").to_owned()
-}
-
-/// A plain lock with a record (`scripts/record.lua`), with PUBLISH or SPUBLISH: an
-/// acquisition unless the lock has a record ([`RECORDED`] and the record when it has), and
-/// a last release that stores one and publishes Redisson's UNLOCK message (`0`).
-pub(crate) fn record(sharded: bool) -> String {
-    publishing(include_str!("scripts/record.lua"), sharded)
-}
-
 /// `lua` with SPUBLISH in place of PUBLISH for sharded pub/sub.
-fn publishing(lua: &str, sharded: bool) -> String {
+pub(in crate::backend) fn publishing(lua: &str, sharded: bool) -> String {
     if sharded {
         lua.replacen(PUBLISH_LINE, SHARDED_PUBLISH_LINE, 1)
     } else {
@@ -141,6 +62,11 @@ pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::fair::redis::script as fair;
+    use crate::backend::fenced::redis::script as fenced;
+    use crate::backend::plain::batch::script as batch;
+    use crate::backend::plain::record_script as record;
+    use crate::backend::read_write::redis::script as read_write;
 
     /// The value the script's `local NAME, … = value, …` lines give `name`.
     fn lua_constant(lua: &str, name: &str) -> String {
@@ -191,11 +117,11 @@ mod tests {
         assert_eq!(lua_constant(&read_write(true), "PUBLISH"), "spublish");
         assert_eq!(lua_constant(&fair(true), "PUBLISH"), "spublish");
         assert_eq!(lua_constant(&fair(false), "UNLOCK_MESSAGE"), UNLOCK_MESSAGE);
-        let fenced = fenced();
+        let fenced = fenced(false);
         for (name, value) in &shared[..3] {
             assert_eq!(lua_constant(&fenced, name), value.to_string(), "{name}");
         }
-        let record = record(false);
+        let recorded = record(false);
         for (name, value) in [
             ("ACQUIRED", ACQUIRED),
             ("BUSY_FOREVER", BUSY_FOREVER),
@@ -204,8 +130,8 @@ mod tests {
             ("UNLOCKED", UNLOCKED),
             ("UNLOCK_MESSAGE", UNLOCK_MESSAGE.parse().unwrap()),
         ] {
-            assert_eq!(lua_constant(&record, name), value.to_string(), "{name}");
+            assert_eq!(lua_constant(&recorded, name), value.to_string(), "{name}");
         }
-        assert_eq!(lua_constant(&super::record(true), "PUBLISH"), "spublish");
+        assert_eq!(lua_constant(&record(true), "PUBLISH"), "spublish");
     }
 }

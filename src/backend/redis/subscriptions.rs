@@ -11,18 +11,18 @@ use fred::util::redis_keyslot;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
-use super::channel_names::ChannelNames;
+use super::channel_use::ChannelUse;
 use super::echoes::Echoes;
 use super::messages::deliver_messages;
 use super::names::waiting_channel;
-use super::waiter_channels::WaiterChannels;
+use crate::backend::fair::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
 use crate::key::{KeyMap, LockKey};
 use crate::telemetry::{throttled, TARGET};
 
 /// The subscriber connection, classic or sharded.
 #[derive(Clone)]
-pub(super) struct Channels {
+pub(in crate::backend) struct Channels {
     subscriber: SubscriberClient,
     sharded: bool,
 }
@@ -43,7 +43,7 @@ impl Channels {
         groups.into_values().collect()
     }
 
-    pub(super) async fn subscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+    pub(in crate::backend) async fn subscribe(&self, channels: Vec<String>) -> Result<(), Error> {
         if channels.is_empty() {
             return Ok(());
         }
@@ -80,7 +80,7 @@ impl Channels {
             .map(|_| ())
     }
 
-    pub(super) async fn unsubscribe(&self, channels: Vec<String>) -> Result<(), Error> {
+    pub(in crate::backend) async fn unsubscribe(&self, channels: Vec<String>) -> Result<(), Error> {
         // Nothing to send (an empty UNSUBSCRIBE would drop every channel).
         if channels.is_empty() {
             return Ok(());
@@ -112,7 +112,7 @@ impl Channels {
 }
 
 /// Starts the tasks of one manager's subscriber connection.
-pub(super) fn spawn(
+pub(in crate::backend) fn spawn(
     runtime: &tokio::runtime::Handle,
     client: Client,
     subscriber: SubscriberClient,
@@ -163,7 +163,7 @@ async fn follow_waiters(
 ) {
     // Each subscribed name's channel (the plain lock's, or the read-write lock's).
     let mut subscribed: KeyMap<String> = KeyMap::default();
-    let mut names_on = ChannelNames::default();
+    let mut names_on = ChannelUse::default();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
     let mut failed_waiters = Vec::new();
@@ -195,7 +195,7 @@ async fn follow_waiters(
                 // The name's waiters now wait for the other kind of lock (its queue was made
                 // again meanwhile): leave the old channel, then take the new one.
                 (true, Some(channel))
-                    if *channel != waiting_channel(&key, notices.is_read_write(&key)) =>
+                    if *channel != waiting_channel(&key, notices.waiting_kind(&key)) =>
                 {
                     switch.push(key.clone());
                     remove.push(key);
@@ -207,7 +207,7 @@ async fn follow_waiters(
         if !add.is_empty() {
             let wanted: Vec<String> = add
                 .iter()
-                .map(|key| waiting_channel(key, notices.is_read_write(key)))
+                .map(|key| waiting_channel(key, notices.waiting_kind(key)))
                 .collect();
             match channels.subscribe(names_on.first_of(&wanted)).await {
                 Ok(()) => {

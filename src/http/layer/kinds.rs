@@ -100,7 +100,7 @@ impl LockLayer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LayerKinds {
     /// The plain lock, for every request.
-    Exclusive,
+    Plain,
     /// The read lock, for every request.
     Read,
     /// The write lock, for every request.
@@ -116,7 +116,7 @@ pub(crate) enum LayerKinds {
 impl LayerKinds {
     pub(crate) fn for_method(self, method: &http::Method) -> LockKind {
         match self {
-            LayerKinds::Exclusive => LockKind::Exclusive,
+            LayerKinds::Plain => LockKind::Plain,
             LayerKinds::Read => LockKind::Read,
             LayerKinds::Write => LockKind::Write,
             LayerKinds::Fair => LockKind::Fair,

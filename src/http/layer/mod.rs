@@ -95,7 +95,7 @@ impl LockLayer {
             config: Arc::new(Config {
                 source,
                 naming: Naming::Prefixed(prefix.into()),
-                kinds: LayerKinds::Exclusive,
+                kinds: LayerKinds::Plain,
                 options: LayerOptions::default(),
             }),
         }

@@ -1,22 +1,29 @@
-//! Fair locks on Redis, in Redisson's `RFairLock` layout (`scripts/fair.lua`): one script
+//! Fair locks on Redis, in Redisson's `RFairLock` layout (`fair.lua`): one script
 //! call per operation. Renewals go with the plain lock's (the lock hash is the same).
 
 use std::time::Duration;
 
 use fred::prelude::*;
 
-use super::commands::{eval_script, millis, script_call};
-use super::{names, scripts, RedisBackend};
+use crate::backend::redis::commands::{eval_script, millis, script_call};
+use crate::backend::redis::{names, scripts, RedisBackend};
 use crate::backend::{
-    AcquireArgs, Attempt, BoxFuture, FairArgs, FairAttempt, LeaveArgs, ReleaseReply,
+    AcquireArgs, Attempt, BoxFuture, FairArgs, FairAttempt, LeaveArgs, ReleaseArgs, ReleaseReply,
 };
 use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
+/// The fair lock's script (`fair.lua`), with PUBLISH or SPUBLISH: one operation per
+/// call, in Redisson's `RFairLock` layout. A release publishes Redisson's UNLOCK message
+/// (`0`) to the queue head's own channel only.
+pub(in crate::backend) fn script(sharded: bool) -> String {
+    crate::backend::redis::scripts::publishing(include_str!("fair.lua"), sharded)
+}
+
 /// One fair lock operation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum FairOp {
+pub(in crate::backend) enum FairOp {
     /// Acquire without queueing (`count`: the owner's holds before).
     Try { count: u32 },
     /// Acquire or queue (`was_head`: the last attempt was answered queued at the head).
@@ -43,7 +50,7 @@ impl FairOp {
 
 impl RedisBackend {
     /// Runs one fair lock operation; its reply.
-    pub(super) fn fair(
+    pub(in crate::backend) fn fair(
         &self,
         op: FairOp,
         key: LockKey,
@@ -88,7 +95,10 @@ impl RedisBackend {
 impl RedisBackend {
     /// [`Backend::acquire`](crate::backend::Backend::acquire) of a fair lock: a single try,
     /// or a holder's reentry (never queues).
-    pub(super) fn fair_try(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+    pub(in crate::backend) fn fair_try(
+        &self,
+        args: AcquireArgs,
+    ) -> BoxFuture<Result<Attempt, BackendError>> {
         let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
         let (backend, key, owner, lease) = (
             self.clone(),
@@ -115,7 +125,7 @@ impl RedisBackend {
     }
 
     /// [`Backend::fair_acquire`](crate::backend::Backend::fair_acquire).
-    pub(super) fn fair_queue(
+    pub(in crate::backend) fn fair_queue(
         &self,
         args: FairArgs,
     ) -> BoxFuture<Result<FairAttempt, BackendError>> {
@@ -145,8 +155,25 @@ impl RedisBackend {
         })
     }
 
+    /// [`Backend::release`](crate::backend::Backend::release) of a fair lock's hold: its
+    /// message goes to the head's own channel, so nothing comes back to a name's
+    /// subscription here (no echo is expected).
+    pub(in crate::backend) fn fair_release(
+        &self,
+        args: ReleaseArgs,
+    ) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+        let op = FairOp::Release {
+            count: args.expected,
+        };
+        let reply = self.fair(op, args.key, args.owner, args.lease);
+        Box::pin(async move { decode_release(reply.await?) })
+    }
+
     /// [`Backend::leave_queue`](crate::backend::Backend::leave_queue).
-    pub(super) fn fair_leave(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
+    pub(in crate::backend) fn fair_leave(
+        &self,
+        args: LeaveArgs,
+    ) -> BoxFuture<Result<(), BackendError>> {
         let op = FairOp::Leave {
             timeout: args.queue_timeout,
         };
@@ -160,7 +187,7 @@ fn code(reply: &Value, operation: &str) -> Result<i64, BackendError> {
 }
 
 /// A single try's (or a reentry's) reply, decoded.
-pub(super) fn decode_try(reply: Value) -> Result<Attempt, BackendError> {
+pub(in crate::backend) fn decode_try(reply: Value) -> Result<Attempt, BackendError> {
     Ok(match code(&reply, "an acquisition")? {
         scripts::ACQUIRED => Attempt::Acquired,
         scripts::LOST => Attempt::Lost,
@@ -171,7 +198,7 @@ pub(super) fn decode_try(reply: Value) -> Result<Attempt, BackendError> {
 }
 
 /// A queued attempt's reply, decoded.
-pub(super) fn decode_queue(reply: Value) -> Result<FairAttempt, BackendError> {
+pub(in crate::backend) fn decode_queue(reply: Value) -> Result<FairAttempt, BackendError> {
     if let Value::Array(ref parts) = reply {
         if let [Value::Integer(retry), Value::Integer(pttl), Value::Integer(head)] =
             parts.as_slice()
@@ -193,7 +220,7 @@ pub(super) fn decode_queue(reply: Value) -> Result<FairAttempt, BackendError> {
 }
 
 /// A release's reply, decoded.
-pub(super) fn decode_release(reply: Value) -> Result<ReleaseReply, BackendError> {
+pub(in crate::backend) fn decode_release(reply: Value) -> Result<ReleaseReply, BackendError> {
     Ok(match code(&reply, "a release")? {
         scripts::NOT_HELD => ReleaseReply::new(Released::NotHeld),
         0 => ReleaseReply::new(Released::StillHeld),
@@ -203,7 +230,7 @@ pub(super) fn decode_release(reply: Value) -> Result<ReleaseReply, BackendError>
 }
 
 /// A leave's reply, decoded.
-pub(super) fn decode_leave(reply: Value) -> Result<(), BackendError> {
+pub(in crate::backend) fn decode_leave(reply: Value) -> Result<(), BackendError> {
     match code(&reply, "leaving the queue")? {
         1 => Ok(()),
         _ => Err(unknown("leaving the queue", &reply)),

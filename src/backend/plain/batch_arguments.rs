@@ -5,15 +5,19 @@ use fred::bytes_utils::Str;
 use fred::prelude::*;
 
 use super::batch::{OpKind, Operation};
-use super::layout::Layout;
-use super::names::channel_parts;
+use super::batch_layout::Layout;
+use crate::backend::redis::names::channel_parts;
 use crate::key::decimal;
 
 /// `EVALSHA`'s arguments for `operations` (the SHA, the key count, the keys, the script's
 /// arguments), written into one buffer that they all share: fred keeps a handle on every
 /// argument of a command (to re-send it), and a handle on a buffer of its own costs an
 /// allocation, so this saves several per operation.
-pub(super) fn arguments(operations: &[Operation], layout: &Layout, sha: &Str) -> Vec<Value> {
+pub(in crate::backend) fn arguments(
+    operations: &[Operation],
+    layout: &Layout,
+    sha: &Str,
+) -> Vec<Value> {
     let mut text = BytesMut::with_capacity(
         operations
             .iter()

@@ -1,5 +1,5 @@
 //! Read-write locks in memory, with the rules of Redisson's `RReadWriteLock` (and of
-//! `backend/redis/scripts/read_write.lua`): readers share; a writer excludes everyone but
+//! `read_write.lua`): readers share; a writer excludes everyone but
 //! itself; the writer may also read (a downgrade); a reader cannot also write. Each
 //! reader's holds have their own lease (Redis: one timeout key per hold), so the holds of a
 //! reader that stopped renewing expire while the others read on.
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Entry, Locks};
+use crate::backend::memory::table::{Entry, Locks};
 use crate::backend::{AcquireArgs, Attempt, LeaveArgs, ReleaseArgs, RenewArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
@@ -16,12 +16,12 @@ use crate::kind::LockKind;
 
 /// A read-write lock's holders.
 #[derive(Debug)]
-pub(super) struct SharedHold {
+pub(in crate::backend) struct SharedHold {
     /// The writer and its count (Redis: mode `write`).
     writer: Option<(OwnerId, u32)>,
     readers: Vec<Reader>,
     /// The lock's lease: the writer's, or the longest reader's (Redis: the hash's PEXPIRE).
-    pub(super) expires: Instant,
+    pub(in crate::backend) expires: Instant,
 }
 
 #[derive(Debug)]
@@ -34,7 +34,7 @@ struct Reader {
 impl SharedHold {
     /// Drops read holds whose lease ran out; `false` when the lock is over (its lease ran
     /// out, or nobody holds it any more).
-    pub(super) fn keep_live(&mut self, now: Instant) -> bool {
+    pub(in crate::backend) fn keep_live(&mut self, now: Instant) -> bool {
         if self.expires <= now {
             return false;
         }
@@ -63,7 +63,7 @@ impl SharedHold {
     }
 
     /// Renews `args.owner`'s holds of `args.kind`; `false` when it has none.
-    pub(super) fn renew(&mut self, args: &RenewArgs, now: Instant) -> bool {
+    pub(in crate::backend) fn renew(&mut self, args: &RenewArgs, now: Instant) -> bool {
         let until = now + args.lease;
         let renewed = match args.kind {
             LockKind::Read => match self.reader(&args.owner) {
@@ -126,7 +126,7 @@ impl Locks {
 }
 
 /// A waiting writer stops waiting; whether readers held back by it alone may go on now.
-pub(super) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> bool {
+pub(in crate::backend) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> bool {
     if !locks.unmark_writer(&args.key, &args.owner) {
         return false;
     }
@@ -140,7 +140,7 @@ pub(super) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> bool {
 /// An acquisition of a read or write lock (with the waiting writers' marks of
 /// `read_write.lua`: a writer that waits behind readers marks its wait, for one lease, and
 /// new readers hold back meanwhile).
-pub(super) fn take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt {
+pub(in crate::backend) fn take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt {
     let downgrade = matches!(
         locks.live(&args.key, now),
         Some(Entry::Shared(shared)) if shared.count(LockKind::Write, &args.owner) > 0
@@ -209,8 +209,8 @@ fn take_unmarked(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt
             return Attempt::Acquired;
         }
         // Another kind's lock on the name: busy.
-        Some(Entry::Exclusive(_)) if args.expected > 0 => return Attempt::Lost,
-        Some(Entry::Exclusive(hold)) => return Attempt::Busy(Some(hold.expires - now)),
+        Some(Entry::Plain(_)) if args.expected > 0 => return Attempt::Lost,
+        Some(Entry::Plain(hold)) => return Attempt::Busy(Some(hold.expires - now)),
         Some(Entry::Shared(shared)) => shared,
     };
     let count = shared.count(args.kind, &args.owner);
@@ -255,7 +255,7 @@ fn take_unmarked(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt
 
 /// A release of a read or write hold. `Unlocked`: this owner's last hold of the kind ended
 /// (other readers may still hold the lock).
-pub(super) fn release(locks: &mut Locks, args: &ReleaseArgs, now: Instant) -> Released {
+pub(in crate::backend) fn release(locks: &mut Locks, args: &ReleaseArgs, now: Instant) -> Released {
     let Some(Entry::Shared(shared)) = locks.live(&args.key, now) else {
         return Released::NotHeld;
     };
@@ -299,4 +299,12 @@ pub(super) fn release(locks: &mut Locks, args: &ReleaseArgs, now: Instant) -> Re
         locks.held.remove(&args.key);
     }
     released
+}
+
+/// A renewal of a read or write hold.
+pub(in crate::backend) fn renew(locks: &mut Locks, args: &RenewArgs, now: Instant) -> bool {
+    match locks.live(&args.key, now) {
+        Some(Entry::Shared(shared)) => shared.renew(args, now),
+        _ => false,
+    }
 }

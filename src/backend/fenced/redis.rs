@@ -1,4 +1,4 @@
-//! Fenced locks on Redis, in Redisson's `RFencedLock` layout (`scripts/fenced.lua`): the
+//! Fenced locks on Redis, in Redisson's `RFencedLock` layout (`fenced.lua`): the
 //! plain lock's hash plus a token counter that every acquisition INCRs in the same step.
 //! One script call per acquisition; release and renewal go with the plain lock's
 //! operations (the hash is the same).
@@ -7,16 +7,23 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use super::commands::{eval_script, millis, script_call};
-use super::{names, scripts, RedisBackend};
+use crate::backend::redis::commands::{eval_script, millis, script_call};
+use crate::backend::redis::{names, scripts, RedisBackend};
 use crate::backend::{AcquireArgs, Attempt, BoxFuture};
 use crate::error::BackendError;
 use crate::kind::LockKind;
 
+/// The fenced lock's acquisition (`fenced.lua`): the plain lock's, plus Redisson's
+/// `RFencedLock` token counter INCRed in the same step. It publishes nothing.
+pub(in crate::backend) fn script(sharded: bool) -> String {
+    let _ = sharded;
+    include_str!("fenced.lua").to_owned()
+}
+
 impl RedisBackend {
     /// [`Backend::acquire`](crate::backend::Backend::acquire) of a fenced lock: a first
     /// acquisition (with the replica acknowledgement, if configured) or a reentry.
-    pub(super) fn fenced_acquire(
+    pub(in crate::backend) fn fenced_acquire(
         &self,
         args: AcquireArgs,
     ) -> BoxFuture<Result<Attempt, BackendError>> {

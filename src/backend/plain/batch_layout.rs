@@ -1,5 +1,5 @@
 //! The order in which one script call carries a batch's operations, so that the script
-//! can make some Redis calls once for several operations (see `scripts::batch`).
+//! can make some Redis calls once for several operations (see `batch.lua`).
 //!
 //! Operations on a key that no other operation of the call touches commute with all the
 //! others, so they may move: first acquisitions of such keys go to the front (one
@@ -9,18 +9,18 @@
 use super::batch::{OpKind, Operation};
 
 /// A call's operation order and the script's two leading arguments.
-pub(super) struct Layout {
+pub(in crate::backend) struct Layout {
     /// Indexes into the operations, in the order sent (empty: a single operation).
     order: Vec<usize>,
     /// How many leading operations are first acquisitions of keys touched once.
-    pub(super) shared_exists: usize,
+    pub(in crate::backend) shared_exists: usize,
     /// Position (from 1) of the first trailing last release of a key touched once, when
     /// there are at least two of them; else 0.
-    pub(super) deferred_from: usize,
+    pub(in crate::backend) deferred_from: usize,
 }
 
 impl Layout {
-    pub(super) fn of(operations: &[Operation]) -> Layout {
+    pub(in crate::backend) fn of(operations: &[Operation]) -> Layout {
         let n = operations.len();
         if n < 2 {
             return Layout {
@@ -62,12 +62,12 @@ impl Layout {
     }
 
     /// Whether the call carries the two leading arguments (more than one operation).
-    pub(super) fn has_header(&self) -> bool {
+    pub(in crate::backend) fn has_header(&self) -> bool {
         !self.order.is_empty()
     }
 
     /// The operations' indexes in the order sent.
-    pub(super) fn order(&self) -> impl Iterator<Item = usize> + '_ {
+    pub(in crate::backend) fn order(&self) -> impl Iterator<Item = usize> + '_ {
         let single = self.order.is_empty().then_some(0);
         single.into_iter().chain(self.order.iter().copied())
     }

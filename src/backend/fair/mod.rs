@@ -1,11 +1,19 @@
-//! What a backend does for fair locks ([`LockKind::Fair`](crate::LockKind::Fair)): one
+//! The fair lock (Redisson's `RFairLock`, [`LockKind::Fair`](crate::LockKind::Fair)): one
 //! queue of waiters per name, shared by every process, in which a waiter keeps its place
-//! while it waits, and which grants the lock to its head only.
+//! while it waits, and which grants the lock to its head only. The lock itself is the
+//! plain lock's hash. Here: the attempt a backend answers for a fair waiter
+//! ([`FairArgs`], [`FairAttempt`]); `fair.lua` and its channels per waiter on Redis, the
+//! queue in memory.
 
 use std::time::Duration;
 
 use crate::key::{LockKey, OwnerId};
-use crate::kind::LockKind;
+
+pub(in crate::backend) mod memory;
+#[cfg(feature = "redis")]
+pub(in crate::backend) mod redis;
+#[cfg(feature = "redis")]
+pub(in crate::backend) mod waiter_channels;
 
 /// One attempt of a fair waiter: take the lock if it is free and nobody is queued before
 /// this owner, else join the queue (or stay in it, keeping the place alive).
@@ -39,7 +47,7 @@ pub enum FairAttempt {
     /// The owner waits in the queue.
     Queued {
         /// When to try again unless told sooner
-        /// ([`Notices::turn`](super::Notices::turn)): the holder's lease end for the
+        /// ([`Notices::turn`](crate::backend::Notices::turn)): the holder's lease end for the
         /// queue's head (nothing is published when a lease runs out), or when the head's
         /// place runs out for the others.
         retry_in: Duration,
@@ -48,19 +56,4 @@ pub enum FairAttempt {
         /// The owner heads the queue (see [`FairArgs::was_head`]).
         at_head: bool,
     },
-}
-
-/// A waiter that stops waiting (its wait ended, or its acquisition was dropped): a fair
-/// waiter, which leaves the queue, or a writer, which takes back the mark of its wait.
-#[derive(Debug, Clone)]
-pub struct LeaveArgs {
-    /// The lock.
-    pub key: LockKey,
-    /// Its kind ([`LockKind::Fair`] or [`LockKind::Write`]; others have nothing to leave).
-    pub kind: LockKind,
-    /// The waiter.
-    pub owner: OwnerId,
-    /// A fair waiter's [`FairArgs::queue_timeout`]: the places behind it move up by this
-    /// much (Redisson's `acquireFailed`).
-    pub queue_timeout: Duration,
 }

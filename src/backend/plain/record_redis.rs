@@ -1,4 +1,4 @@
-//! Plain locks with a record on Redis (`scripts/record.lua`): an acquisition that takes the
+//! Plain locks with a record on Redis (`record.lua`): an acquisition that takes the
 //! lock only while it has no record, and a last release that stores one, each one script
 //! call. Renewals go with the plain lock's (the hash is the same).
 
@@ -7,8 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use fred::prelude::*;
 
-use super::commands::{eval_script, millis, script_call};
-use super::{names, scripts, RedisBackend};
+use crate::backend::redis::commands::{eval_script, millis, script_call};
+use crate::backend::redis::{names, scripts, RedisBackend};
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, LockRecord, ReleaseArgs, ReleaseReply};
 use crate::error::{BackendError, Released};
 use crate::key::LockKey;
@@ -42,11 +42,11 @@ impl RedisBackend {
 
     /// [`Backend::acquire`](crate::backend::Backend::acquire) with
     /// [`AcquireArgs::unless_recorded`]: a first acquisition of a plain lock.
-    pub(super) fn acquire_unless_recorded(
+    pub(in crate::backend) fn acquire_unless_recorded(
         &self,
         args: AcquireArgs,
     ) -> BoxFuture<Result<Attempt, BackendError>> {
-        if args.kind != LockKind::Exclusive || args.expected != 0 {
+        if args.kind != LockKind::Plain || args.expected != 0 {
             return Box::pin(std::future::ready(Err(BackendError::new(format!(
                 "a lock with a record is a plain lock taken once (not a {} lock, not a reentry)",
                 args.kind.name()
@@ -72,7 +72,7 @@ impl RedisBackend {
 
     /// [`Backend::release`](crate::backend::Backend::release) with a
     /// [`ReleaseArgs::record`] to store.
-    pub(super) fn release_recording(
+    pub(in crate::backend) fn release_recording(
         &self,
         args: ReleaseArgs,
         record: LockRecord,

@@ -1,4 +1,4 @@
-//! Fair locks in memory, with the rules of `backend/redis/scripts/fair.lua`: the lock is
+//! Fair locks in memory, with the rules of `fair.lua`: the lock is
 //! the plain lock's hold; its waiters queue by name, each place with a deadline that its
 //! waiter's attempts keep alive; the head alone may take a free lock, and only the head
 //! is told when it may.
@@ -8,31 +8,33 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Entry, Hold, Locks};
+use crate::backend::memory::table::{Entry, Locks, PlainHolder};
+use crate::backend::plain::memory as plain;
 use crate::backend::{AcquireArgs, Attempt, FairArgs, FairAttempt, LeaveArgs, ReleaseArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
 
 /// One name's queue of fair waiters (of every manager on this backend).
 #[derive(Debug, Default)]
-pub(super) struct FairQueue(VecDeque<Place>);
+pub(in crate::backend) struct FairQueue(VecDeque<FairPlace>);
 
 impl FairQueue {
     /// Waiters queued.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::backend) fn len(&self) -> usize {
         self.0.len()
     }
 }
 
+/// A waiter's place in a fair queue.
 #[derive(Debug)]
-struct Place {
+struct FairPlace {
     owner: OwnerId,
     /// When the place runs out unless its waiter asks again.
     deadline: Instant,
 }
 
-/// The waiter to tell that it may take the lock, once the table is let go.
-pub(super) type Wake = Option<(LockKey, OwnerId)>;
+/// The waiter to tell that its turn came (it may take the lock), once the table is let go.
+pub(in crate::backend) type NextTurn = Option<(LockKey, OwnerId)>;
 
 impl Locks {
     /// Drops the heads of `key`'s queue whose place ran out, moving the places behind up
@@ -66,21 +68,21 @@ impl Locks {
     /// The first waiter of `key`'s queue whose place has not run out (dropping nobody:
     /// operations without a queue timeout leave that to the waiters' own attempts), and
     /// whether places that ran out are ahead of it.
-    fn first_alive(&self, key: &LockKey, now: Instant) -> Option<(&Place, bool)> {
+    fn first_alive(&self, key: &LockKey, now: Instant) -> Option<(&FairPlace, bool)> {
         let queue = self.fair.get(key)?;
         let at = queue.0.iter().position(|place| place.deadline > now)?;
         Some((&queue.0[at], at > 0))
     }
 
     /// The head of `key`'s queue, to be told, unless it is `except`.
-    fn head(&self, key: &LockKey, except: Option<&OwnerId>) -> Wake {
+    fn head(&self, key: &LockKey, except: Option<&OwnerId>) -> NextTurn {
         let head = &self.fair.get(key)?.0.front()?.owner;
         (Some(head) != except).then(|| (key.clone(), head.clone()))
     }
 
     /// The waiter to tell that the lock is free: the first whose place is alive, or the
     /// head when every place ran out (its own attempt sorts the queue out, see fair.lua).
-    fn alive_to_wake(&self, key: &LockKey, now: Instant) -> Wake {
+    fn alive_to_wake(&self, key: &LockKey, now: Instant) -> NextTurn {
         match self.first_alive(key, now) {
             Some((place, _)) => Some((key.clone(), place.owner.clone())),
             None => self.head(key, None),
@@ -108,12 +110,12 @@ impl Locks {
                 self.fair.remove(key);
             }
         }
-        let hold = Hold {
+        let holder = PlainHolder {
             owner: owner.clone(),
             count: 1,
             expires: now + lease,
         };
-        self.held.insert(key.clone(), Entry::Exclusive(hold));
+        self.held.insert(key.clone(), Entry::Plain(holder));
     }
 
     /// When the head's place runs out (at least 1 ms from now).
@@ -134,9 +136,24 @@ impl Locks {
     }
 }
 
-/// A first try that never queues ([`AcquireArgs::expected`] is 0; a reentry is the plain
-/// lock's).
-pub(super) fn try_take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> (Attempt, Wake) {
+/// A single try, which never queues, or a holder's reentry (the plain lock's).
+pub(in crate::backend) fn take(
+    locks: &mut Locks,
+    args: &AcquireArgs,
+    now: Instant,
+) -> (Attempt, NextTurn) {
+    if args.expected > 0 {
+        let attempt = match plain::take(locks, args, now) {
+            Ok(_) => Attempt::Acquired,
+            Err(attempt) => attempt,
+        };
+        return (attempt, None);
+    }
+    try_take(locks, args, now)
+}
+
+/// A first try that never queues.
+fn try_take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> (Attempt, NextTurn) {
     if let Some(lease) = locks.holder_lease(&args.key, now) {
         return (Attempt::Busy(Some(lease)), None);
     }
@@ -153,10 +170,14 @@ pub(super) fn try_take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> (
 }
 
 /// An attempt that queues, or keeps its place alive.
-pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAttempt, Wake) {
+pub(in crate::backend) fn queue(
+    locks: &mut Locks,
+    args: &FairArgs,
+    now: Instant,
+) -> (FairAttempt, NextTurn) {
     let (key, owner, step) = (&args.key, &args.owner, args.queue_timeout);
     let holder = locks.live(key, now).map(|entry| match entry {
-        Entry::Exclusive(hold) => hold.owner == *owner,
+        Entry::Plain(holder) => holder.owner == *owner,
         Entry::Shared(_) => false,
     });
     if holder == Some(true) {
@@ -184,7 +205,7 @@ pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAt
             for place in &mut queue.0 {
                 place.deadline += step;
             }
-            let place = Place {
+            let place = FairPlace {
                 owner: owner.clone(),
                 deadline: now,
             };
@@ -194,7 +215,7 @@ pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAt
         None => {
             // Behind the last place, not padded with the holder's lease (see fair.lua).
             let base = queue.0.back().map_or(now, |last| last.deadline);
-            let place = Place {
+            let place = FairPlace {
                 owner: owner.clone(),
                 deadline: base + step,
             };
@@ -229,21 +250,21 @@ pub(super) fn queue(locks: &mut Locks, args: &FairArgs, now: Instant) -> (FairAt
 }
 
 /// A fair lock's release: the plain lock's, then the head is told if the lock is free.
-pub(super) fn release(
+pub(in crate::backend) fn release(
     locks: &mut Locks,
     args: &ReleaseArgs,
     now: Instant,
-    released: Released,
-) -> Wake {
+) -> (Released, NextTurn) {
+    let released = plain::release(locks, args, now);
     let free = locks.live(&args.key, now).is_none();
     if released == Released::StillHeld || !free {
-        return None;
+        return (released, None);
     }
-    locks.alive_to_wake(&args.key, now)
+    (released, locks.alive_to_wake(&args.key, now))
 }
 
 /// A waiter leaves the queue; the places behind move up by its timeout.
-pub(super) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> Wake {
+pub(in crate::backend) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instant) -> NextTurn {
     let queue = locks.fair.get_mut(&args.key)?;
     let at = queue.0.iter().position(|place| place.owner == args.owner)?;
     queue.0.remove(at);

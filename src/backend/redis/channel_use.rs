@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 /// How many subscribed names share each channel.
 #[derive(Default)]
-pub(super) struct ChannelNames(HashMap<String, usize>);
+pub(in crate::backend) struct ChannelUse(HashMap<String, usize>);
 
-impl ChannelNames {
+impl ChannelUse {
     /// The channels that subscribing names on `channels` adds (those no subscribed name
     /// uses yet).
-    pub(super) fn first_of(&self, channels: &[String]) -> Vec<String> {
+    pub(in crate::backend) fn first_of(&self, channels: &[String]) -> Vec<String> {
         let mut new: Vec<String> = channels
             .iter()
             .filter(|channel| !self.0.contains_key(*channel))
@@ -22,7 +22,7 @@ impl ChannelNames {
     }
 
     /// The channels that unsubscribing names on `channels` leaves without names.
-    pub(super) fn last_of(&self, channels: &[String]) -> Vec<String> {
+    pub(in crate::backend) fn last_of(&self, channels: &[String]) -> Vec<String> {
         let mut leaving: HashMap<String, usize> = HashMap::new();
         for channel in channels {
             *leaving.entry(channel.clone()).or_default() += 1;
@@ -34,13 +34,13 @@ impl ChannelNames {
             .collect()
     }
 
-    pub(super) fn add(&mut self, channels: &[String]) {
+    pub(in crate::backend) fn add(&mut self, channels: &[String]) {
         for channel in channels {
             *self.0.entry(channel.clone()).or_default() += 1;
         }
     }
 
-    pub(super) fn remove(&mut self, channels: &[String]) {
+    pub(in crate::backend) fn remove(&mut self, channels: &[String]) {
         for channel in channels {
             if let Some(names) = self.0.get_mut(channel) {
                 *names -= 1;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::names::fair_channel;
-use super::subscriptions::Channels;
+use crate::backend::redis::names::fair_channel;
+use crate::backend::redis::subscriptions::Channels;
 use crate::backend::Notices;
 use crate::key::{LockKey, OwnerId};
 use crate::telemetry::throttled;
@@ -25,7 +25,7 @@ const LEAVING_LINGER: Duration = Duration::from_millis(50);
 
 /// The subscribed waiter channels, each with its waiter, and those to unsubscribe.
 #[derive(Clone, Default)]
-pub(super) struct WaiterChannels {
+pub(in crate::backend) struct WaiterChannels {
     known: Arc<Mutex<HashMap<String, WaiterId>>>,
     leaving: Arc<Mutex<Leaving>>,
 }
@@ -46,12 +46,12 @@ impl WaiterChannels {
     }
 
     /// When the channels of waiters gone are due to be unsubscribed, if any are.
-    pub(super) fn flush_at(&self) -> Option<Instant> {
+    pub(in crate::backend) fn flush_at(&self) -> Option<Instant> {
         self.leaving().since.map(|since| since + LEAVING_LINGER)
     }
 
     /// The waiter whose channel `channel` is, if it is one of ours.
-    pub(super) fn waiter(&self, channel: &str) -> Option<WaiterId> {
+    pub(in crate::backend) fn waiter(&self, channel: &str) -> Option<WaiterId> {
         self.lock().get(channel).cloned()
     }
 
@@ -59,7 +59,7 @@ impl WaiterChannels {
     /// gone in batches (see [`LEAVING_BATCH`]), one command each (per slot when sharded). A
     /// newly subscribed waiter looks again (a release just before its subscription is not
     /// missed). Returns the changes that failed, to be tried again.
-    pub(super) async fn apply(
+    pub(in crate::backend) async fn apply(
         &self,
         channels: &Channels,
         notices: &Notices,

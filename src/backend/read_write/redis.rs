@@ -1,4 +1,4 @@
-//! Read-write locks on Redis, in Redisson's `RReadWriteLock` layout (`scripts/read_write.lua`):
+//! Read-write locks on Redis, in Redisson's `RReadWriteLock` layout (`read_write.lua`):
 //! one script call per operation (they are not batched with the plain lock's operations),
 //! and a mark of tower-lock's own for writers that wait behind readers.
 
@@ -6,16 +6,27 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use super::commands::{eval_script, millis, script_call};
-use super::{names, scripts, RedisBackend};
-use crate::backend::{Attempt, BoxFuture, ReleaseReply};
+use crate::backend::redis::commands::{eval_script, millis, script_call};
+use crate::backend::redis::{names, scripts, RedisBackend};
+use crate::backend::{
+    AcquireArgs, Attempt, BoxFuture, LeaveArgs, ReleaseArgs, ReleaseReply, RenewArgs,
+};
 use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
+/// The read-write lock's script (`read_write.lua`), with PUBLISH or SPUBLISH: one
+/// operation per call, in Redisson's `RReadWriteLock` layout. Its reply codes are the batch
+/// script's (a release's `UNLOCKED` plus the subscribers reached when the lock was deleted).
+/// A read release that deletes the lock publishes `0`, a write release `1` (Redisson's
+/// READ_UNLOCK, which wakes every waiter: readers share).
+pub(in crate::backend) fn script(sharded: bool) -> String {
+    crate::backend::redis::scripts::publishing(include_str!("read_write.lua"), sharded)
+}
+
 /// One read-write lock operation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum ReadWriteOp {
+pub(in crate::backend) enum ReadWriteOp {
     /// An acquisition; `waits`: the acquirer waits if it finds the lock busy (a writer
     /// then marks its wait).
     Acquire {
@@ -43,7 +54,7 @@ impl ReadWriteOp {
 
 impl RedisBackend {
     /// Runs one read-write lock operation; its reply code.
-    pub(super) fn read_write(
+    pub(in crate::backend) fn read_write(
         &self,
         op: ReadWriteOp,
         kind: LockKind,
@@ -90,8 +101,98 @@ impl RedisBackend {
     }
 }
 
+impl RedisBackend {
+    /// [`Backend::acquire`](crate::backend::Backend::acquire) of a read or write lock (with
+    /// the replica acknowledgement of a new holder, if configured).
+    pub(in crate::backend) fn read_write_acquire(
+        &self,
+        args: AcquireArgs,
+    ) -> BoxFuture<Result<Attempt, BackendError>> {
+        let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
+        let (backend, kind) = (self.clone(), args.kind);
+        let (key, owner, lease) = (args.key.clone(), args.owner.clone(), args.lease);
+        let reply = self.read_write(
+            ReadWriteOp::Acquire { waits: args.waits },
+            args.kind,
+            args.key,
+            args.owner,
+            args.lease,
+            args.expected,
+        );
+        Box::pin(async move {
+            match (decode_acquire(reply.await?)?, ack) {
+                (Attempt::Acquired, Some(ack)) => {
+                    Box::pin(backend.await_replicas(ack, key, kind, owner, lease)).await
+                }
+                (attempt, _) => Ok(attempt),
+            }
+        })
+    }
+
+    /// [`Backend::release`](crate::backend::Backend::release) of a read or write hold.
+    pub(in crate::backend) fn read_write_release(
+        &self,
+        args: ReleaseArgs,
+    ) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+        // Never handed over: a read-write lock's release frees its share. A last hold's
+        // release may publish, and this process's own notice is told apart as the plain
+        // lock's is (`echoes`).
+        let listening = args.expected <= 1 && self.listens(&args.key);
+        let key = args.key.clone();
+        let reply = self.read_write(
+            ReadWriteOp::Release,
+            args.kind,
+            args.key,
+            args.owner,
+            args.lease,
+            args.expected,
+        );
+        let echoes = self.inner.echoes.clone();
+        Box::pin(async move {
+            let code = reply.await;
+            if listening {
+                echoes.settle(&key, matches!(code, Ok(code) if published(code)));
+            }
+            decode_release(code?, listening)
+        })
+    }
+
+    /// [`Backend::renew`](crate::backend::Backend::renew) of a read or write hold.
+    pub(in crate::backend) fn read_write_renew(
+        &self,
+        args: RenewArgs,
+    ) -> BoxFuture<Result<bool, BackendError>> {
+        let reply = self.read_write(
+            ReadWriteOp::Renew,
+            args.kind,
+            args.key,
+            args.owner,
+            args.lease,
+            0,
+        );
+        Box::pin(async move { decode_renew(reply.await?) })
+    }
+
+    /// [`Backend::leave_queue`](crate::backend::Backend::leave_queue) of a writer: its mark
+    /// taken back.
+    pub(in crate::backend) fn write_leave(
+        &self,
+        args: LeaveArgs,
+    ) -> BoxFuture<Result<(), BackendError>> {
+        let reply = self.read_write(
+            ReadWriteOp::Leave,
+            args.kind,
+            args.key,
+            args.owner,
+            Duration::from_millis(1),
+            0,
+        );
+        Box::pin(async move { decode_leave(reply.await?) })
+    }
+}
+
 /// An acquisition's reply code, decoded.
-pub(super) fn decode_acquire(code: i64) -> Result<Attempt, BackendError> {
+pub(in crate::backend) fn decode_acquire(code: i64) -> Result<Attempt, BackendError> {
     Ok(match code {
         scripts::ACQUIRED => Attempt::Acquired,
         scripts::LOST => Attempt::Lost,
@@ -104,7 +205,10 @@ pub(super) fn decode_acquire(code: i64) -> Result<Attempt, BackendError> {
 /// A release's reply code, decoded: `Unlocked` ends this owner's last hold of the kind
 /// (other readers, or its own other kind, may still hold the lock). `listening`: this
 /// process's own subscriber is among those a published message reached.
-pub(super) fn decode_release(code: i64, listening: bool) -> Result<ReleaseReply, BackendError> {
+pub(in crate::backend) fn decode_release(
+    code: i64,
+    listening: bool,
+) -> Result<ReleaseReply, BackendError> {
     Ok(match code {
         scripts::NOT_HELD => ReleaseReply::new(Released::NotHeld),
         0 => ReleaseReply::new(Released::StillHeld),
@@ -121,12 +225,12 @@ pub(super) fn decode_release(code: i64, listening: bool) -> Result<ReleaseReply,
 }
 
 /// Whether a release's reply code says a message was published.
-pub(super) fn published(code: i64) -> bool {
+pub(in crate::backend) fn published(code: i64) -> bool {
     code >= scripts::UNLOCKED
 }
 
 /// A renewal's reply code, decoded.
-pub(super) fn decode_renew(code: i64) -> Result<bool, BackendError> {
+pub(in crate::backend) fn decode_renew(code: i64) -> Result<bool, BackendError> {
     match code {
         1 => Ok(true),
         0 => Ok(false),
@@ -135,7 +239,7 @@ pub(super) fn decode_renew(code: i64) -> Result<bool, BackendError> {
 }
 
 /// A waiting writer's leave reply code, decoded.
-pub(super) fn decode_leave(code: i64) -> Result<(), BackendError> {
+pub(in crate::backend) fn decode_leave(code: i64) -> Result<(), BackendError> {
     match code {
         1 => Ok(()),
         other => Err(unknown("a waiting writer's leave", other)),

@@ -19,10 +19,10 @@ use std::time::Duration;
 use fred::prelude::*;
 use tokio::sync::oneshot;
 
-use super::arguments::arguments;
-use super::commands::eval_script;
-use super::layout::Layout;
-use super::BackendInner;
+use super::batch_arguments::arguments;
+use super::batch_layout::Layout;
+use crate::backend::redis::commands::eval_script;
+use crate::backend::redis::BackendInner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
 use crate::key::{LockKey, OwnerId};
@@ -36,22 +36,72 @@ const MAX_BATCH: usize = 128;
 /// send at a time 36–42k/s, two 49–54k/s, three no better than two.
 const MAX_IN_FLIGHT: usize = 2;
 
+/// The batch script (`batch.lua`), with PUBLISH or, for sharded pub/sub, SPUBLISH:
+/// a batch of lock operations in one call (group commit: under load, many requests'
+/// operations share one round trip and one script run).
+///
+/// Written inline (no functions, no `pcall`): closures and protected calls made in every
+/// run cost about as much as the Redis calls themselves (callgrind); so do an extra
+/// argument per operation and an array reply for a single operation. The first command
+/// that reads a lock's hash uses `redis.pcall`, so a key holding other data fails that
+/// operation only. The common texts of a release (`-1`, a count of `1`) are compared
+/// rather than converted to numbers.
+///
+/// KEYS, per operation: the lock, and for a release also its channel. ARGV, per operation:
+/// lease ms, owner, and what to do: `N` acquire, the owner having `N` holds already; `-N`
+/// release, the owner having `N` holds before it; `aN` the owner's last release, which
+/// announces that it ends a run of `N` holds of this process (it publishes `-N` on the
+/// channel just before Redisson's UNLOCK `0`; Redisson ignores other messages); `r` renew;
+/// `h` hand-over, followed by a fourth argument, the successor (the lease is the
+/// successor's).
+///
+/// A call of more than one operation starts with two more arguments, which let the
+/// operations on keys that no other operation of the call touches share Redis calls
+/// (each `redis.call` costs Redis a few thousand instructions, several times what the
+/// command itself does): `A`, the number of leading operations that are first
+/// acquisitions (`0`) of such keys, for which one multi-key `EXISTS` stands in for one
+/// each when none of the keys exists; and `D`, the position of the first of the trailing
+/// operations that are last releases (`-1`) of such keys (0: none), whose `DEL`s are
+/// made together by one multi-key `DEL` at the end. Operations on different keys commute,
+/// so the caller may move them to the front or the back; Redis runs the script as one
+/// step, so nobody sees the order inside it (a message published before its key's
+/// deferred `DEL` is delivered after the script).
+///
+/// Returns one value per operation (a bare value for a single operation, else an array):
+/// - acquire: [`ACQUIRED`], the holder's PTTL when busy, [`BUSY_FOREVER`], or [`LOST`];
+/// - release: [`NOT_HELD`], 0 when a reentrant hold remains, [`UNLOCKED`] plus the number
+///   of subscribers reached when the lock was deleted and Redisson's UNLOCK message (`0`)
+///   published with `publish` (PUBLISH or SPUBLISH);
+/// - hand-over (the owner's last hold): [`HANDED_OVER`] when the lock now belongs to the
+///   successor with one hold and the successor's lease, in the same step (the lock is
+///   never free, so nobody else can take it and nothing is published: to every other
+///   client, Redisson's included, the lock simply stays held); [`NOT_HELD`]; or 0 when
+///   the owner turned out to have more than one hold (one was dropped, as by a release).
+///   A re-sent hand-over that already took effect finds the successor holding the lock
+///   and reports [`HANDED_OVER`] again;
+/// - renew: 1 when renewed, 0 when the owner no longer holds the lock;
+/// - or an error message (a string) when Redis rejected that operation (the key holds
+///   other data); the other operations of the batch are not affected.
+pub(in crate::backend) fn script(sharded: bool) -> String {
+    crate::backend::redis::scripts::publishing(include_str!("batch.lua"), sharded)
+}
+
 /// One lock operation for the batch script.
-pub(super) struct Operation {
-    pub(super) kind: OpKind,
-    pub(super) key: LockKey,
-    pub(super) owner: OwnerId,
-    pub(super) lease: Duration,
-    pub(super) expected: u32,
-    /// A hand-over's successor (see `scripts::batch`).
-    pub(super) successor: Option<OwnerId>,
+pub(in crate::backend) struct Operation {
+    pub(in crate::backend) kind: OpKind,
+    pub(in crate::backend) key: LockKey,
+    pub(in crate::backend) owner: OwnerId,
+    pub(in crate::backend) lease: Duration,
+    pub(in crate::backend) expected: u32,
+    /// A hand-over's successor (see `batch.lua`).
+    pub(in crate::backend) successor: Option<OwnerId>,
     /// A last release's run to announce (see `ReleaseArgs::announce_run`).
-    pub(super) announce: Option<u32>,
+    pub(in crate::backend) announce: Option<u32>,
 }
 
 /// What an operation does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum OpKind {
+pub(in crate::backend) enum OpKind {
     Acquire,
     Release,
     /// The owner's last hold goes straight to [`Operation::successor`].
@@ -60,9 +110,9 @@ pub(super) enum OpKind {
 }
 
 impl Operation {
-    /// What the script does (see `scripts::batch`); small counts are static text
+    /// What the script does (see `batch.lua`); small counts are static text
     /// (rendering an integer costs fred a logarithm).
-    pub(super) fn op_text(&self) -> Value {
+    pub(in crate::backend) fn op_text(&self) -> Value {
         match (self.kind, self.expected) {
             (OpKind::Renew, _) => Value::from_static_str("r"),
             (OpKind::HandOver, _) => Value::from_static_str("h"),
@@ -92,7 +142,7 @@ struct QueuedOperation {
 }
 
 /// Operations waiting for a send slot.
-pub(super) struct Batcher {
+pub(in crate::backend) struct Batcher {
     state: Mutex<BatcherState>,
     /// The runtime that batches are sent from: the client's (where it was made), so that
     /// a batch does not die with the runtime of the caller that happened to free a slot.
@@ -113,7 +163,7 @@ struct BatcherState {
 
 impl Batcher {
     /// Sends batches from the current runtime, if any (else from the caller's).
-    pub(super) fn new() -> Batcher {
+    pub(in crate::backend) fn new() -> Batcher {
         Batcher {
             state: Mutex::default(),
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -125,12 +175,12 @@ impl Batcher {
     }
 
     /// How many operations were sent together with others.
-    pub(super) fn batched(&self) -> u64 {
+    pub(in crate::backend) fn batched(&self) -> u64 {
         self.state().batched
     }
 
     /// How many operations wait for a send slot now.
-    pub(super) fn queued(&self) -> usize {
+    pub(in crate::backend) fn queued(&self) -> usize {
         self.state().queue.len()
     }
 }
@@ -141,7 +191,7 @@ impl Batcher {
 /// a small future. Only an operation that found a send slot free carries fred's command
 /// future, which is several kilobytes (boxed apart, so that queued operations do not pay
 /// for its size: an allocation over 1 KiB misses the allocator's per-thread cache).
-pub(super) enum Submitted {
+pub(in crate::backend) enum Submitted {
     Sent(BoxFuture<Reply>),
     Queued(oneshot::Receiver<Reply>),
     /// Failed before it was sent (the connection is down).
@@ -166,7 +216,7 @@ impl Future for Submitted {
 
 /// Sends `operation` now if a send slot is free, else with the next batch. Fails at once
 /// while the client knows its connection is down: nothing waits for a reconnect.
-pub(super) fn submit(inner: &Arc<BackendInner>, operation: Operation) -> Submitted {
+pub(in crate::backend) fn submit(inner: &Arc<BackendInner>, operation: Operation) -> Submitted {
     let mut state = inner.batcher.state();
     if !inner.commands.is_connected() {
         state.connection_lost();

@@ -1,0 +1,182 @@
+//! The plain lock's operations on Redis: each goes to the batcher (`batch.rs`), and its
+//! reply code is decoded exhaustively (a code the script never gives is an error, never a
+//! guessed outcome). The fair and the fenced lock release and renew with these (the hash
+//! is the same).
+
+use std::time::Duration;
+
+use super::batch::{OpKind, Operation, Submitted};
+use crate::backend::redis::{scripts, RedisBackend};
+use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs};
+use crate::error::{BackendError, Released};
+use crate::kind::LockKind;
+
+impl RedisBackend {
+    /// Sends `operation` now if a send slot is free, else with the next batch.
+    fn submit(&self, operation: Operation) -> Submitted {
+        super::batch::submit(&self.inner, operation)
+    }
+
+    /// [`Backend::acquire`](crate::backend::Backend::acquire) of a plain lock.
+    pub(in crate::backend) fn plain_acquire(
+        &self,
+        args: AcquireArgs,
+    ) -> BoxFuture<Result<Attempt, BackendError>> {
+        // Replica acknowledgement concerns new holders only (a reentry changes no owner).
+        let ack = self
+            .inner
+            .replica_ack
+            .filter(|_| args.expected == 0)
+            .map(|ack| {
+                (
+                    ack,
+                    self.clone(),
+                    args.key.clone(),
+                    args.owner.clone(),
+                    args.lease,
+                )
+            });
+        let reply = self.submit(Operation {
+            kind: OpKind::Acquire,
+            key: args.key,
+            owner: args.owner,
+            lease: args.lease,
+            expected: args.expected,
+            successor: None,
+            announce: None,
+        });
+        Box::pin(async move {
+            Ok(match reply.await? {
+                scripts::ACQUIRED => match ack {
+                    // Boxed: only configured managers pay for its future's size.
+                    Some((ack, backend, key, owner, lease)) => {
+                        Box::pin(backend.await_replicas(ack, key, LockKind::Plain, owner, lease))
+                            .await?
+                    }
+                    None => Attempt::Acquired,
+                },
+                scripts::LOST => Attempt::Lost,
+                scripts::BUSY_FOREVER => Attempt::Busy(None),
+                pttl if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
+                other => return Err(unknown_reply("an acquisition", other)),
+            })
+        })
+    }
+
+    /// [`Backend::release`](crate::backend::Backend::release) of a plain, fenced or fair
+    /// lock's hold (a fair lock's release that frees it goes through `fair.lua` instead).
+    pub(in crate::backend) fn plain_release(
+        &self,
+        args: ReleaseArgs,
+    ) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+        // Only an owner's last hold is handed over (the script checks it too).
+        let (kind, lease, successor) = match args.successor {
+            Some(successor) if args.expected <= 1 && args.kind.rules().hands_over => {
+                (OpKind::HandOver, successor.lease, Some(successor.owner))
+            }
+            _ => (OpKind::Release, args.lease, None),
+        };
+        // A last release publishes: when this process listens on the name, the notice
+        // comes back to it (and is not another process's unlock).
+        let listening = kind == OpKind::Release && args.expected <= 1 && self.listens(&args.key);
+        let key = args.key.clone();
+        let reply = self.submit(Operation {
+            kind,
+            key: args.key,
+            owner: args.owner,
+            lease,
+            expected: args.expected,
+            successor,
+            announce: args.announce_run.filter(|_| kind == OpKind::Release),
+        });
+        let echoes = self.inner.echoes.clone();
+        Box::pin(async move {
+            let code = reply.await;
+            // Settled on every answer, an error included: a notice still expected after a
+            // release that failed would be taken for ours when another process's arrives,
+            // and its waiter would sleep until the lease ends. (A failed release that did
+            // land only wakes a waiter once more.)
+            let decoded = code.and_then(|code| decode_release(kind, code, listening));
+            if listening {
+                let unlocked =
+                    matches!(&decoded, Ok(reply) if reply.released == Released::Unlocked);
+                echoes.settle(&key, unlocked);
+            }
+            decoded
+        })
+    }
+
+    /// [`Backend::renew`](crate::backend::Backend::renew) of a plain, fair or fenced lock.
+    pub(in crate::backend) fn plain_renew(
+        &self,
+        args: RenewArgs,
+    ) -> BoxFuture<Result<bool, BackendError>> {
+        let reply = self.submit(Operation {
+            kind: OpKind::Renew,
+            key: args.key,
+            owner: args.owner,
+            lease: args.lease,
+            expected: 0,
+            successor: None,
+            announce: None,
+        });
+        Box::pin(async move {
+            match reply.await? {
+                1 => Ok(true),
+                0 => Ok(false),
+                other => Err(unknown_reply("a renewal", other)),
+            }
+        })
+    }
+}
+
+/// A release's reply code, decoded; `listening`: this process's own subscriber is among
+/// those a `PUBLISH` reached.
+fn decode_release(kind: OpKind, code: i64, listening: bool) -> Result<ReleaseReply, BackendError> {
+    let released = match (kind, code) {
+        (_, scripts::NOT_HELD) => Released::NotHeld,
+        (_, 0) => Released::StillHeld,
+        (OpKind::HandOver, scripts::HANDED_OVER) => Released::HandedOver,
+        (OpKind::Release, reached) if reached >= scripts::UNLOCKED => {
+            let reached = u32::try_from(reached - scripts::UNLOCKED).unwrap_or(u32::MAX);
+            return Ok(ReleaseReply {
+                released: Released::Unlocked,
+                other_listeners: Some(reached.saturating_sub(u32::from(listening))),
+            });
+        }
+        (_, other) => return Err(unknown_reply("a release", other)),
+    };
+    Ok(ReleaseReply::new(released))
+}
+
+/// An error for a reply code the lock script never gives (a script of another version
+/// answered, or the reply was garbled): never guessed into an outcome.
+fn unknown_reply(operation: &str, code: i64) -> BackendError {
+    BackendError::new(format!(
+        "Redis answered {code} to {operation}, which the lock script never answers"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reply_code_is_decoded_or_an_error() {
+        use OpKind::*;
+        let released = |kind, code| decode_release(kind, code, false).map(|r| r.released);
+        assert_eq!(released(Release, -1).unwrap(), Released::NotHeld);
+        assert_eq!(released(Release, 0).unwrap(), Released::StillHeld);
+        assert_eq!(released(HandOver, 2).unwrap(), Released::HandedOver);
+        let unlocked = decode_release(Release, 4, true).unwrap();
+        assert_eq!(
+            (unlocked.released, unlocked.other_listeners),
+            (Released::Unlocked, Some(2)),
+            "1 + 3 subscribers reached, this process's among them"
+        );
+        for (kind, code) in [(Release, -2), (HandOver, 1), (HandOver, 3), (Release, -9)] {
+            let error = released(kind, code).unwrap_err();
+            assert!(error.to_string().contains("never answers"), "{error}");
+        }
+    }
+}

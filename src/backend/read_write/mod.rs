@@ -1,0 +1,9 @@
+//! The read-write lock (Redisson's `RReadWriteLock`): readers share, a writer excludes
+//! everyone but itself, the writer may also read (a downgrade) and a reader cannot also
+//! write. Each reader's holds have their own lease (Redis: one timeout key per hold), and a
+//! writer waiting behind readers marks its wait (`{name}:tower_lock:waiting_writers`) so
+//! that new readers hold back. `read_write.lua` on Redis, `memory.rs` in memory.
+
+pub(in crate::backend) mod memory;
+#[cfg(feature = "redis")]
+pub(in crate::backend) mod redis;
