@@ -9,13 +9,15 @@ mod error;
 mod http;
 #[cfg(feature = "idempotency")]
 pub mod idempotency;
+mod join;
 mod key;
 mod kind;
+mod lease;
 mod telemetry;
 mod wait;
 
 pub use engine::{
-    LockGuard, LockManager, LockManagerBuilder, LockRequest, LossMargin, LossSignal, ManagerStats,
+    LockGuard, LockManager, LockManagerBuilder, LockRequest, LossSignal, ManagerStats,
     MultiLockGuard, MultiLockRequest, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT,
     DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };
@@ -47,6 +49,7 @@ pub use http::{
 pub use idempotency::IdempotencyLayer;
 pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
 pub use kind::LockKind;
+pub use lease::LossMargin;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(all(doctest, feature = "redis", feature = "axum"))]

@@ -22,10 +22,10 @@ use super::{
     AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, Notices, RedisBackend, ReleaseArgs,
     ReleaseReply, RenewArgs,
 };
-use crate::engine::LossMargin;
 use crate::error::{BackendError, Released};
 use crate::key::LockKey;
 use crate::kind::LockKind;
+use crate::lease::LossMargin;
 
 /// How long one node may take to answer one operation, by default.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
@@ -132,7 +132,7 @@ impl RedLockBackend {
                     .and_then(Result::ok)
             }
         });
-        crate::engine::join_all(asks).await
+        crate::join::join_all(asks).await
     }
 
     /// Releases `args` on every node, as an undo (outcomes do not matter: a node that
@@ -155,13 +155,17 @@ fn no_records() -> BackendError {
     BackendError::new("RedLock has no locks with records (the idempotency layer needs one Redis)")
 }
 
+/// The error for a kind RedLock does not have: its algorithm is the plain lock's.
 fn only_plain(kind: LockKind) -> Option<BackendError> {
-    (kind != LockKind::Plain).then(|| {
-        BackendError::new(format!(
-            "RedLock has the plain lock only, not the {} lock",
-            kind.name()
-        ))
-    })
+    match kind {
+        LockKind::Plain => None,
+        LockKind::Read | LockKind::Write | LockKind::Fair | LockKind::Fenced => {
+            Some(BackendError::new(format!(
+                "RedLock has the plain lock only, not the {} lock",
+                kind.name()
+            )))
+        }
+    }
 }
 
 impl Backend for RedLockBackend {

@@ -10,8 +10,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio::sync::Semaphore;
 
-use super::hold::Hold;
-
 /// The count and its lock (one permit).
 #[derive(Debug)]
 pub(crate) struct Count {
@@ -32,12 +30,17 @@ impl Count {
 /// The locked count of the hold `H` points to (`Arc<Hold>` to carry it into a future,
 /// `&Hold` for a change made at once). Derefs to the count; dropping it stores the count
 /// and unlocks.
-pub(crate) struct Counted<H: Deref<Target = Hold>> {
+/// What has a count lock (a hold).
+pub(crate) trait Counts {
+    fn count(&self) -> &Count;
+}
+
+pub(crate) struct Counted<H: Deref<Target: Counts>> {
     hold: H,
     value: u32,
 }
 
-impl<H: Deref<Target = Hold>> Counted<H> {
+impl<H: Deref<Target: Counts>> Counted<H> {
     /// Waits for the count lock (cancel-safe: nothing is taken until it returns).
     pub(crate) async fn lock(hold: H) -> Self {
         match hold.count().lock.acquire().await {
@@ -72,7 +75,7 @@ impl<H: Deref<Target = Hold>> Counted<H> {
     }
 }
 
-impl<H: Deref<Target = Hold>> Deref for Counted<H> {
+impl<H: Deref<Target: Counts>> Deref for Counted<H> {
     type Target = u32;
 
     fn deref(&self) -> &u32 {
@@ -80,13 +83,13 @@ impl<H: Deref<Target = Hold>> Deref for Counted<H> {
     }
 }
 
-impl<H: Deref<Target = Hold>> DerefMut for Counted<H> {
+impl<H: Deref<Target: Counts>> DerefMut for Counted<H> {
     fn deref_mut(&mut self) -> &mut u32 {
         &mut self.value
     }
 }
 
-impl<H: Deref<Target = Hold>> Drop for Counted<H> {
+impl<H: Deref<Target: Counts>> Drop for Counted<H> {
     fn drop(&mut self) {
         let count = self.hold.count();
         count.value.store(self.value, Ordering::Release);

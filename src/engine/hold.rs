@@ -8,11 +8,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Span;
 
-use super::count_lock::Count;
+use super::count_lock::{Count, Counts};
 use super::loss::Loss;
-use super::manager::ManagerInner;
-use super::renewal::RenewGate;
+use super::renewal::{RenewGate, Renewable};
+use super::shared::ManagerInner;
+use crate::backend::BoxFuture;
 use crate::backend::{AcquireArgs, LockRecord, ReleaseArgs, RenewArgs, Successor};
+use crate::error::BackendError;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 use crate::telemetry;
@@ -139,10 +141,6 @@ impl Hold {
         &self.gate
     }
 
-    pub(super) fn count(&self) -> &Count {
-        &self.count
-    }
-
     /// The claim, taken by the last release.
     pub(super) fn take_claim(&self) -> Option<Claim> {
         self.claim.lock().unwrap_or_else(|e| e.into_inner()).take()
@@ -190,5 +188,45 @@ impl Hold {
             owner: self.owner.clone(),
             lease: self.lease,
         }
+    }
+}
+
+impl Renewable for Hold {
+    fn key(&self) -> &LockKey {
+        &self.key
+    }
+
+    fn owner(&self) -> &OwnerId {
+        &self.owner
+    }
+
+    fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    fn loss(&self) -> &Loss {
+        &self.loss
+    }
+
+    fn gate(&self) -> &RenewGate {
+        &self.gate
+    }
+
+    fn renew(&self) -> BoxFuture<Result<bool, BackendError>> {
+        self.manager.store().renew(self.renew_args())
+    }
+
+    fn mark_lost(&self) {
+        Hold::mark_lost(self);
+    }
+
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        self.manager.runtime()
+    }
+}
+
+impl Counts for Hold {
+    fn count(&self) -> &Count {
+        &self.count
     }
 }

@@ -1,24 +1,16 @@
-//! The lock manager: the backend, the wait queues, owner ids and settings it shares with
-//! every lock it hands out.
+//! The lock manager: the handle every lock is asked of (its state, shared with the locks
+//! it hands out, is `shared.rs`; its builder `builder.rs`).
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Handle;
-
-use super::builder::{LockManagerBuilder, Settings};
 use super::multi::MultiLockRequest;
-use super::renewal::Renewals;
 use super::request::LockRequest;
-use super::store::Store;
-use crate::backend::{Backend, Notices};
-#[cfg(feature = "redis")]
-use crate::error::BackendError;
+use super::shared::ManagerInner;
 use crate::error::LockError;
-use crate::key::{Ids, LockKey, OwnerId};
+use crate::key::LockKey;
 use crate::kind::LockKind;
-use crate::wait::WaitQueues;
 
 /// Takes and releases locks. Cheap to clone: clones share the backend, the subscriber
 /// connection and the wait queues.
@@ -47,123 +39,14 @@ pub struct LockManager {
     pub(super) inner: Arc<ManagerInner>,
 }
 
-/// What a manager shares with its requests and holds.
-pub(crate) struct ManagerInner {
-    store: Store,
-    queues: WaitQueues,
-    ids: Ids,
-    settings: Settings,
-    renewals: Arc<Renewals>,
-    /// Whether last releases hand the lock to a local waiter: the backend hands over and
-    /// the limit is not 0.
-    hands_over: bool,
-    /// The runtime the manager was built or first used in: background work (a dropped
-    /// guard's release, the renewal task) goes there when it starts outside a runtime.
-    /// Holds do not keep a handle each: cloning one changes a count shared by every
-    /// thread of the runtime.
-    runtime: OnceLock<Handle>,
-}
-
-impl ManagerInner {
-    pub(crate) fn store(&self) -> &Store {
-        &self.store
-    }
-
-    pub(crate) fn queues(&self) -> &WaitQueues {
-        &self.queues
-    }
-
-    pub(crate) fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    pub(crate) fn renewals(&self) -> &Arc<Renewals> {
-        &self.renewals
-    }
-
-    pub(crate) fn next_owner(&self) -> OwnerId {
-        self.ids.next_owner()
-    }
-
-    /// Whether last releases may hand the lock to the next local waiter.
-    pub(crate) fn hands_over(&self) -> bool {
-        self.hands_over
-    }
-
-    /// Where background work runs: the current runtime, else the one remembered.
-    pub(crate) fn runtime(&self) -> Option<Handle> {
-        Handle::try_current()
-            .ok()
-            .or_else(|| self.runtime.get().cloned())
-    }
-
-    /// Whether a runtime is known (remembering the current one on first use): locks that
-    /// may need background work are only granted when one is.
-    pub(crate) fn has_runtime(&self) -> bool {
-        if self.runtime.get().is_some() {
-            return true;
-        }
-        match Handle::try_current() {
-            Ok(handle) => {
-                let _ = self.runtime.set(handle);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-}
-
-impl Drop for ManagerInner {
-    fn drop(&mut self) {
-        self.renewals.shut_down();
+impl LockManager {
+    /// The manager that `inner` belongs to.
+    pub(crate) fn from_inner(inner: Arc<ManagerInner>) -> Self {
+        LockManager { inner }
     }
 }
 
 impl LockManager {
-    /// A manager on the in-memory backend with default settings (one process only).
-    pub fn memory() -> Self {
-        Self::builder().memory()
-    }
-
-    /// A manager on Redis at `url` with default settings.
-    ///
-    /// # Errors
-    /// When the URL is invalid or Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    /// As [`LockManagerBuilder::redis`](crate::LockManagerBuilder::redis).
-    #[cfg(feature = "redis")]
-    pub async fn redis(url: &str) -> Result<Self, BackendError> {
-        Self::builder().redis(url).await
-    }
-
-    /// Settings for a new manager.
-    pub fn builder() -> LockManagerBuilder {
-        LockManagerBuilder::default()
-    }
-
-    /// A manager with `settings` on `backend`.
-    pub(super) fn with(settings: Settings, backend: impl Backend) -> Self {
-        let store = Store::new(backend);
-        let capabilities = store.capabilities();
-        let queues = WaitQueues::new(!capabilities.subscribes);
-        store.listen(Notices::new(queues.clone()));
-        let hands_over = capabilities.hands_over && settings.hand_over_limit > 0;
-        LockManager {
-            inner: Arc::new(ManagerInner {
-                store,
-                queues,
-                ids: Ids::new(),
-                settings,
-                renewals: Arc::default(),
-                hands_over,
-                runtime: Handle::try_current()
-                    .map(OnceLock::from)
-                    .unwrap_or_default(),
-            }),
-        }
-    }
-
     /// A request for the lock `name` (the manager's key prefix is put in front). Nothing is
     /// sent until [`LockRequest::acquire`].
     pub fn lock(&self, name: impl AsRef<str>) -> LockRequest {
@@ -305,53 +188,53 @@ impl LockManager {
 
     /// The key of the name made of `name`'s parts in order.
     pub(crate) fn joined_key(&self, name: &[&str]) -> Result<LockKey, LockError> {
-        let settings = &self.inner.settings;
+        let settings = &self.inner.settings();
         let invalid = |reason| LockError::InvalidName { reason };
         let key =
             LockKey::joined(&settings.key_prefix, name, settings.max_name_len).map_err(invalid)?;
-        self.inner.store.check_key(&key).map_err(invalid)?;
+        self.inner.store().check_key(&key).map_err(invalid)?;
         Ok(key)
     }
 
     /// This manager's random id, the first part of every owner id it hands out.
     pub fn id(&self) -> &str {
-        self.inner.ids.manager_id()
+        self.inner.manager_id()
     }
 
     /// The lease used when a request sets none.
     pub fn default_lease(&self) -> Duration {
-        self.inner.settings.lease
+        self.inner.settings().lease
     }
 
     /// How many names have waiters in this process right now (each has one subscription
     /// on Redis).
     pub fn waiting_names(&self) -> usize {
-        self.inner.queues.len()
+        self.inner.queues().len()
     }
 
     /// How many acquisitions of `name` are queued in this process right now.
     pub fn waiting(&self, name: &str) -> usize {
         self.key(name)
-            .map_or(0, |key| self.inner.queues.queued(&key))
+            .map_or(0, |key| self.inner.queues().queued(&key))
     }
 
     /// What this manager tracks right now (for metrics and leak checks): every figure
     /// returns to zero once no lock is held or awaited.
     pub fn stats(&self) -> ManagerStats {
         let (waiting_names, waiters, claimed_names, subscription_changes) =
-            self.inner.queues.counts();
+            self.inner.queues().counts();
         ManagerStats {
             waiting_names,
             waiters,
             claimed_names,
             subscription_changes,
-            renewals: self.inner.renewals.len(),
+            renewals: self.inner.renewals().len(),
         }
     }
 
     /// The backend's name: `"redis"`, `"memory"`, or another backend's.
     pub fn backend_name(&self) -> &'static str {
-        self.inner.store.name()
+        self.inner.store().name()
     }
 }
 
@@ -360,7 +243,7 @@ impl fmt::Debug for LockManager {
         f.debug_struct("LockManager")
             .field("id", &self.id())
             .field("backend", &self.backend_name())
-            .field("settings", &self.inner.settings)
+            .field("settings", &self.inner.settings())
             .finish()
     }
 }

@@ -5,41 +5,39 @@
 
 mod acquire;
 mod builder;
+#[cfg(feature = "axum")]
+mod caller_driven;
 mod count_lock;
 mod drop_safe;
-mod fair;
 mod guard;
-pub(crate) mod hold;
-#[cfg(feature = "axum")]
-mod http_support;
+mod hold;
 mod loss;
 mod manager;
 mod multi;
 mod multi_guard;
 mod outage;
+mod reentry;
 mod release;
 mod renewal;
 mod request;
+mod settings;
+mod shared;
 mod store;
 mod unowned;
 
 #[cfg(feature = "axum")]
 pub(crate) use acquire::{Acquired, PendingWatchdog};
-pub use builder::{
-    LockManagerBuilder, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE,
-    DEFAULT_WAIT, MAX_LEASE,
-};
+pub use builder::LockManagerBuilder;
+#[cfg(feature = "axum")]
+pub(crate) use caller_driven::{HoldView, InlineWatchdog};
 #[cfg(feature = "idempotency")]
 pub(crate) use drop_safe::DropSafe;
 pub use guard::LockGuard;
-#[cfg(feature = "axum")]
-pub(crate) use guard::{hold_as, reenter};
-#[cfg(feature = "axum")]
-pub(crate) use http_support::InlineWatchdog;
-pub use loss::{LossMargin, LossSignal};
+pub use loss::LossSignal;
 pub use manager::{LockManager, ManagerStats};
-#[cfg(feature = "redis")]
-pub(crate) use multi::join_all;
 pub use multi::MultiLockRequest;
 pub use multi_guard::MultiLockGuard;
 pub use request::LockRequest;
+pub use settings::{
+    DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
+};

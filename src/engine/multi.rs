@@ -3,19 +3,19 @@
 //! keys sorted), so that two multi-locks naming the same keys in any orders never wait for
 //! each other in a circle.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::acquire::deadline_after;
 use super::guard::LockGuard;
-use super::manager::ManagerInner;
 use super::multi_guard::MultiLockGuard;
-use super::request::{bounded_lease, LockRequest};
+use super::request::LockRequest;
+use super::settings::bounded_lease;
+use super::shared::ManagerInner;
 use crate::error::{BackendError, LockError, Released};
+use crate::join::join_all;
 use crate::key::LockKey;
 use crate::kind::LockKind;
 
@@ -173,29 +173,4 @@ async fn release_all(guards: Vec<LockGuard>) {
         let _: Vec<Result<Released, BackendError>> =
             join_all(guards.into_iter().map(LockGuard::release)).await;
     }
-}
-
-/// Runs `futures` together; their outputs in order. Dropped, it drops what is pending and
-/// what finished (guards release in the background).
-pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    let mut pending: Vec<_> = futures.into_iter().map(Box::pin).collect();
-    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut ready = true;
-        for (future, output) in pending.iter_mut().zip(done.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(value) => *output = Some(value),
-                    Poll::Pending => ready = false,
-                }
-            }
-        }
-        if ready {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
-    done.into_iter().flatten().collect()
 }

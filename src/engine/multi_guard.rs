@@ -4,8 +4,8 @@ use std::fmt;
 
 use super::guard::LockGuard;
 use super::loss::LossSignal;
-use super::multi::join_all;
 use crate::error::{BackendError, Released};
+use crate::join::join_all;
 use crate::key::LockKey;
 
 /// Several locks held together (see [`LockManager::multi_lock`](crate::LockManager::multi_lock)).

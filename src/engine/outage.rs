@@ -23,7 +23,7 @@ use std::task::Poll;
 
 use tokio::time::Instant;
 
-use super::manager::ManagerInner;
+use super::shared::ManagerInner;
 
 /// Why a pending operation was given up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

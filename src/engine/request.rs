@@ -6,11 +6,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
-use super::acquire::{Acquired, Acquisition, Grant, Want};
-use super::builder::MAX_LEASE;
-use super::fair::FairAcquisition;
+use super::acquire::{Acquired, Acquisition, FairAcquisition, Grant, Want};
 use super::guard::LockGuard;
-use super::manager::ManagerInner;
+use super::settings::bounded_lease;
+use super::shared::ManagerInner;
 use crate::backend::Attempt;
 use crate::error::{BackendError, LockError};
 use crate::key::LockKey;
@@ -113,7 +112,7 @@ impl LockRequest {
     /// A fixed lease: the lock ends after `lease` unless released, and no watchdog renews
     /// it (without this, the manager's [lease](crate::LockManagerBuilder::lease) is renewed
     /// every third of it while the guard lives). Values under 1 ms are raised to 1 ms,
-    /// values over [`MAX_LEASE`] (about 100 years) lowered to it.
+    /// values over [`MAX_LEASE`](crate::MAX_LEASE) (about 100 years) lowered to it.
     pub fn fixed_lease(mut self, lease: Duration) -> Self {
         self.fixed_lease = Some(bounded_lease(lease));
         self
@@ -267,11 +266,6 @@ impl LockRequest {
             }
         }
     }
-}
-
-/// A fixed lease within what a backend accepts: 1 ms to [`MAX_LEASE`].
-pub(super) fn bounded_lease(lease: Duration) -> Duration {
-    lease.clamp(Duration::from_millis(1), MAX_LEASE)
 }
 
 /// An invalid name's error, traced.

@@ -1,10 +1,8 @@
 //! The lock a request holds, as seen from handlers and inner layers.
 
 use std::fmt;
-use std::sync::Arc;
 
-use crate::engine::hold::Hold;
-use crate::engine::{hold_as, reenter, LockGuard, LockManager, LossSignal};
+use crate::engine::{HoldView, LockGuard, LockManager, LossSignal};
 use crate::error::LockError;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -26,7 +24,7 @@ use crate::kind::LockKind;
 /// ```
 #[derive(Clone)]
 pub struct HeldLock {
-    hold: Arc<Hold>,
+    hold: HoldView,
     token: Option<u64>,
 }
 
@@ -34,7 +32,7 @@ impl HeldLock {
     /// The shareable view of `guard`'s hold, for the request extensions.
     pub(crate) fn of(guard: &LockGuard) -> Self {
         HeldLock {
-            hold: guard.shared_hold(),
+            hold: guard.view(),
             token: guard.fencing_token(),
         }
     }
@@ -63,17 +61,17 @@ impl HeldLock {
 
     /// The loss signal (completes if the lock is lost while the request runs).
     pub fn loss(&self) -> LossSignal {
-        self.hold.loss().signal()
+        self.hold.loss()
     }
 
     /// Whether the lock is known or presumed lost.
     pub fn is_lost(&self) -> bool {
-        self.hold.loss().is_lost()
+        self.hold.is_lost()
     }
 
     /// The manager that holds the lock (to take other locks with it).
     pub fn manager(&self) -> LockManager {
-        LockManager::from_inner(self.hold.manager().clone())
+        self.hold.manager()
     }
 
     /// Enters the same lock again for the same owner (used by [`Locked`](crate::Locked)).
@@ -84,13 +82,13 @@ impl HeldLock {
     /// # Cancel safety
     /// As [`LockGuard::reenter`].
     pub async fn reenter(&self) -> Result<LockGuard, LockError> {
-        reenter(self.hold.clone()).await
+        self.hold.reenter().await
     }
 
     /// Another hold of `kind` for the same owner, where the rules allow (see
     /// [`LockGuard::read_lock`] and [`LockGuard::write_lock`]): used by the extractors.
     pub(crate) async fn hold_as(&self, kind: LockKind) -> Result<LockGuard, LockError> {
-        hold_as(self.hold.clone(), kind).await
+        self.hold.hold_as(kind).await
     }
 }
 

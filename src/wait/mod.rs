@@ -16,7 +16,7 @@ use crate::key::{KeyMap, KeySet, LockKey, OwnerId};
 use crate::kind::LockKind;
 
 mod claim;
-mod fair;
+mod fair_waiters;
 mod listening;
 mod offer;
 mod queue;
@@ -24,7 +24,7 @@ mod ticket;
 mod turns;
 
 pub(crate) use claim::Claim;
-pub(crate) use fair::FairTicket;
+pub(crate) use fair_waiters::FairTicket;
 pub(crate) use offer::Offer;
 use offer::OfferState;
 use queue::Queue;
@@ -55,7 +55,7 @@ struct QueuesInner {
     /// in-process backend granted without a claim (see [`WaitQueues::may_be_queued`]).
     queued: QueuedNames,
     /// Fair waiters, by name and owner (they wait in the backend's queue, not here).
-    fair: fair::FairWaiters,
+    fair: fair_waiters::FairWaiters,
 }
 
 /// Changed only when a queue is made or removed, so reading it seldom misses the cache.

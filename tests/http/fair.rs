@@ -140,7 +140,7 @@ async fn the_extractor_under_the_layer(backend: BackendUnderTest) {
     let (status, body) = oneshot(&under_plain, "GET", "/fair/7").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(
-        body.contains("fair lock") && body.contains("exclusive lock"),
+        body.contains("fair lock") && body.contains("plain lock"),
         "{body}"
     );
     assert_eq!(locks.stats().claimed_names, 0);

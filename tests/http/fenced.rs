@@ -77,7 +77,7 @@ async fn the_extractor_alone_and_under_a_plain_layer(backend: BackendUnderTest) 
     let (status, body) = oneshot(&under_plain, "GET", "/fenced/8").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(
-        body.contains("fenced lock") && body.contains("exclusive lock"),
+        body.contains("fenced lock") && body.contains("plain lock"),
         "{body}"
     );
     assert_eq!(locks.stats().claimed_names, 0);

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::gate::ScheduleSlot;
 use super::watchdog::{renew_once, Keeper};
-use crate::engine::hold::Hold;
+use super::Renewable;
 use crate::telemetry::TARGET;
 
 /// The renewal schedule of a manager's held locks.
@@ -21,7 +21,7 @@ pub(crate) struct Renewals {
 
 #[derive(Default)]
 struct ScheduleState {
-    due: BTreeMap<(Instant, u64), (Arc<Hold>, Keeper)>,
+    due: BTreeMap<(Instant, u64), (Arc<dyn Renewable>, Keeper)>,
     next_id: u64,
     running: bool,
     /// When the task will look at the schedule next (`None`: only when woken). A renewal
@@ -36,7 +36,12 @@ impl Renewals {
     }
 
     /// Schedules the next renewal of `hold` at `due`.
-    pub(crate) fn schedule(self: &Arc<Self>, hold: Arc<Hold>, keeper: Keeper, due: Instant) {
+    pub(crate) fn schedule(
+        self: &Arc<Self>,
+        hold: Arc<dyn Renewable>,
+        keeper: Keeper,
+        due: Instant,
+    ) {
         let mut state = self.state();
         let id = state.next_id;
         // A hold being released is not scheduled again.
@@ -47,7 +52,7 @@ impl Renewals {
         let earlier = state.next_look.is_none_or(|look| due < look);
         let start = !state.running;
         let runtime = if start {
-            match hold.manager().runtime() {
+            match hold.runtime() {
                 Some(runtime) => Some(runtime),
                 None => {
                     tracing::warn!(target: TARGET, key = %hold.key(), "tower-lock: no Tokio runtime to renew the lease on; the lock ends with its lease");
@@ -106,7 +111,7 @@ async fn run(renewals: Weak<Renewals>, wake: Arc<Notify>) {
                 let renewals = renewals.clone();
                 tokio::spawn(async move {
                     let mut keeper = keeper;
-                    if let Some(due) = renew_once(&hold, &mut keeper).await {
+                    if let Some(due) = renew_once(&*hold, &mut keeper).await {
                         renewals.schedule(hold, keeper, due);
                     }
                 });

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::hold::Hold;
+use super::Renewable;
 use crate::telemetry::{self, throttled, TARGET};
 
 /// Shortest pause between renewal retries after an error.
@@ -29,7 +29,7 @@ impl Keeper {
     }
 
     /// When the first renewal of `hold` is due.
-    pub(crate) fn first_due(&self, hold: &Hold) -> Instant {
+    pub(crate) fn first_due(&self, hold: &dyn Renewable) -> Instant {
         hold.loss().valid_until() - self.lease + self.period
     }
 }
@@ -39,11 +39,11 @@ impl Keeper {
 /// warning was traced). A failed renewal is retried until the loss deadline, a margin
 /// before the lease could end (see [`LossMargin`](crate::LossMargin)): a holder is told
 /// while nobody else can have the lock yet.
-pub(crate) async fn renew_once(hold: &Hold, keeper: &mut Keeper) -> Option<Instant> {
+pub(crate) async fn renew_once(hold: &dyn Renewable, keeper: &mut Keeper) -> Option<Instant> {
     let _renewing = hold.gate().begin()?;
     let (key, owner) = (hold.key(), hold.owner());
     let sent = Instant::now();
-    let renewal = hold.manager().store().renew(hold.renew_args());
+    let renewal = hold.renew();
     let lost = |why: &str| {
         tracing::warn!(target: TARGET, key = %key, owner = %owner, "tower-lock: lock lost: {why}");
         hold.mark_lost();

@@ -6,176 +6,29 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::drop_safe::DropSafe;
-use super::guard::LockGuard;
-use super::hold::{Hold, NewHold};
-use super::manager::ManagerInner;
+mod attempt;
+mod fair;
+mod queued_waiter;
+mod want;
+
+use attempt::attempt;
+pub(super) use attempt::{backend_down, checked};
+pub(super) use fair::FairAcquisition;
+use queued_waiter::QueuedWaiter;
+pub(crate) use want::Acquired;
+#[cfg(feature = "axum")]
+pub(crate) use want::PendingWatchdog;
+pub(super) use want::{Grant, Want};
+
 use super::outage::{answer_by, answer_within, GaveUp};
-use super::renewal::Keeper;
-use super::unowned::{release_unowned, stop_waiting, QueuedWaiter};
-use crate::backend::{AcquireArgs, Attempt, ReleaseArgs};
+use super::shared::ManagerInner;
+use crate::backend::Attempt;
 use crate::error::{BackendError, LockError};
-use crate::key::{LockKey, OwnerId};
-use crate::kind::LockKind;
-use crate::wait::{Claim, Local, Turn};
+use crate::key::LockKey;
+use crate::wait::{Local, Turn};
 
 /// Pause before a waiter retries after a backend error (doubling up to a second).
 pub(super) const ERROR_RETRY: Duration = Duration::from_millis(50);
-
-/// A watchdog not started yet: the HTTP layer starts it only for a handler that does not
-/// finish at once (see [`LockGuard::keep_alive`]).
-pub(crate) type PendingWatchdog = Keeper;
-
-/// A held lock, with its watchdog when the caller drives it itself.
-pub(crate) type Acquired = (LockGuard, Option<PendingWatchdog>);
-
-/// What is asked for: a lock, its kind, by whom, and for how long.
-#[derive(Clone)]
-pub(super) struct Want {
-    pub(super) key: LockKey,
-    pub(super) kind: LockKind,
-    pub(super) owner: OwnerId,
-    pub(super) lease: Duration,
-    /// Whether a watchdog renews the lease (no fixed lease).
-    pub(super) renewed: bool,
-    /// Take the lock only if it has no record (else the acquisition ends with
-    /// [`LockError::Recorded`]).
-    pub(super) unless_recorded: bool,
-}
-
-impl Want {
-    /// The backend arguments of a first acquisition; `waits`: the acquirer goes on
-    /// waiting if it finds the lock busy.
-    pub(super) fn args(&self, waits: bool) -> AcquireArgs {
-        AcquireArgs {
-            key: self.key.clone(),
-            kind: self.kind,
-            owner: self.owner.clone(),
-            lease: self.lease,
-            expected: 0,
-            waits,
-            unless_recorded: self.unless_recorded,
-        }
-    }
-
-    /// The hold of this owner, its lease running from `acquired_at`, with the watchdog
-    /// scheduled (`spawn_watchdog`) or handed back unstarted.
-    #[inline]
-    pub(super) fn hold(
-        self,
-        manager: Arc<ManagerInner>,
-        acquired_at: Instant,
-        claim: Option<Claim>,
-        token: Option<u64>,
-        spawn_watchdog: bool,
-    ) -> Acquired {
-        let renewed = self.renewed;
-        let lease = self.lease;
-        let hold = Hold::new(NewHold {
-            manager,
-            key: self.key,
-            kind: self.kind,
-            owner: self.owner,
-            lease,
-            renewed,
-            acquired_at,
-            claim,
-        });
-        if !renewed {
-            return (LockGuard::new(hold, token), None);
-        }
-        let keeper = Keeper::new(lease);
-        if spawn_watchdog {
-            let due = keeper.first_due(&hold);
-            hold.manager()
-                .renewals()
-                .schedule(hold.clone(), keeper, due);
-            (LockGuard::new(hold, token), None)
-        } else {
-            (LockGuard::new(hold, token), Some(keeper))
-        }
-    }
-}
-
-/// The lock, granted: when its lease started (the attempt or the release that handed it
-/// over was sent), this process's claim on the name, and a fenced lock's token.
-pub(super) struct Grant {
-    pub(super) lease_from: Instant,
-    pub(super) claim: Claim,
-    pub(super) token: Option<u64>,
-}
-
-/// One attempt, finished and undone in the background if it is dropped after it was sent
-/// (and a waiting writer's mark taken back). `waits`: the acquirer goes on waiting if the
-/// lock is busy.
-fn attempt(
-    inner: &Arc<ManagerInner>,
-    want: &Want,
-    waits: bool,
-) -> DropSafe<Result<Attempt, BackendError>> {
-    let undo_inner = inner.clone();
-    let (undo_key, undo_kind, undo_owner, lease) =
-        (want.key.clone(), want.kind, want.owner.clone(), want.lease);
-    DropSafe::new(checked(inner, want.args(waits)), move |result| {
-        let marked = waits && undo_kind.rules().marks_waiting;
-        // Busy: nothing was taken (but a waiting writer may have marked its wait).
-        // Acquired, or an error (the attempt may have landed): release; releasing what was
-        // never taken changes nothing.
-        let took = !matches!(result, Ok(Attempt::Busy(_)));
-        if !took && !marked {
-            return None;
-        }
-        Some(Box::pin(async move {
-            if took {
-                let (key, owner) = (undo_key.clone(), undo_owner.clone());
-                release_unowned(undo_inner.clone(), key, undo_kind, owner, lease).await;
-            }
-            if marked {
-                stop_waiting(undo_inner, undo_key, undo_kind, undo_owner).await;
-            }
-        }))
-    })
-}
-
-/// The backend's attempt; for a fenced lock, an error if the backend took the lock without
-/// a token (it has no fenced locks): what it took is given back at once.
-pub(super) fn checked(
-    inner: &Arc<ManagerInner>,
-    args: AcquireArgs,
-) -> crate::backend::BoxFuture<Result<Attempt, BackendError>> {
-    if !args.kind.rules().fenced {
-        return inner.store().acquire(args);
-    }
-    let attempt = inner.store().acquire(args.clone());
-    let inner = inner.clone();
-    Box::pin(async move {
-        match attempt.await? {
-            Attempt::Acquired => {
-                let undo = ReleaseArgs {
-                    key: args.key,
-                    kind: args.kind,
-                    owner: args.owner,
-                    lease: args.lease,
-                    expected: args.expected + 1,
-                    successor: None,
-                    announce_run: None,
-                    record: None,
-                };
-                let _ = inner.store().release(undo).await;
-                Err(BackendError::new(format!(
-                    "the {} lock backend gave no fencing token (it has no fenced locks)",
-                    inner.store().name()
-                )))
-            }
-            attempt => Ok(attempt),
-        }
-    })
-}
-
-/// The error of a backend that knows it cannot be reached now (the backend says why).
-pub(super) fn backend_down(inner: &ManagerInner) -> BackendError {
-    inner.store().unavailable_reason()
-}
 
 /// An acquisition under way.
 pub(super) struct Acquisition<'a> {
@@ -434,5 +287,4 @@ pub(super) fn wait_ended(
 }
 
 #[cfg(test)]
-#[path = "acquire_tests.rs"]
 mod tests;

@@ -1,30 +1,77 @@
-//! What the HTTP layers need from the engine beyond the public API: a hold shared with
-//! `HeldLock`, a release that does not wait out an outage (of one lock or a multi-lock), and a watchdog the layer's
-//! response future polls itself (no task per request).
+//! Locks driven by their caller's own future (a Tower response future) rather than by
+//! tasks of the engine: acquisitions that hand their watchdog back unstarted, a watchdog
+//! the caller polls itself (no task per request), releases that do not wait out an outage,
+//! a view of the hold to share with what runs under the lock, and requests made of keys
+//! already validated. The crate's HTTP layers reach the engine through this seam only
+//! (with the public API).
 
 use std::sync::Arc;
 
 use super::acquire::PendingWatchdog;
 use super::guard::LockGuard;
 use super::hold::Hold;
-use super::manager::{LockManager, ManagerInner};
-use super::multi::join_all;
+use super::loss::LossSignal;
+use super::manager::LockManager;
 use super::multi_guard::MultiLockGuard;
 use super::outage::answer_within;
+use super::reentry::{hold_as, reenter};
 use super::renewal::{renew_once, Keeper};
 use super::request::LockRequest;
 use crate::backend::BoxFuture;
-use crate::error::{BackendError, Released};
-use crate::key::LockKey;
+use crate::error::{BackendError, LockError, Released};
+use crate::join::join_all;
+use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
 /// A watchdog that the caller drives itself (polled inside the HTTP layer's future).
 pub(crate) type InlineWatchdog = BoxFuture<()>;
 
+/// A view of a held lock's hold, shared with what runs under it (the HTTP layer's
+/// `HeldLock`): what it is, its loss signal, and the reentries its rules allow.
+#[derive(Clone)]
+pub(crate) struct HoldView(Arc<Hold>);
+
+impl HoldView {
+    pub(crate) fn key(&self) -> &LockKey {
+        self.0.key()
+    }
+
+    pub(crate) fn kind(&self) -> LockKind {
+        self.0.kind()
+    }
+
+    pub(crate) fn owner(&self) -> &OwnerId {
+        self.0.owner()
+    }
+
+    pub(crate) fn loss(&self) -> LossSignal {
+        self.0.loss().signal()
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.0.loss().is_lost()
+    }
+
+    /// The manager that holds the lock.
+    pub(crate) fn manager(&self) -> LockManager {
+        LockManager::from_inner(self.0.manager().clone())
+    }
+
+    /// Another hold of the same kind for the same owner (see [`LockGuard::reenter`]).
+    pub(crate) async fn reenter(&self) -> Result<LockGuard, LockError> {
+        reenter(self.0.clone()).await
+    }
+
+    /// Another hold of `kind` for the same owner, where the kind's rules allow.
+    pub(crate) async fn hold_as(&self, kind: LockKind) -> Result<LockGuard, LockError> {
+        hold_as(self.0.clone(), kind).await
+    }
+}
+
 impl LockGuard {
-    /// The hold, shared (for the HTTP layer's view of it).
-    pub(crate) fn shared_hold(&self) -> Arc<Hold> {
-        self.hold().clone()
+    /// A view of the hold, to share with what runs under the lock.
+    pub(crate) fn view(&self) -> HoldView {
+        HoldView(self.hold().clone())
     }
 
     /// Releases, but returns early (`None`) once the backend says it cannot be reached: the
@@ -58,11 +105,6 @@ impl MultiLockGuard {
 }
 
 impl LockManager {
-    /// The manager that `inner` belongs to.
-    pub(crate) fn from_inner(inner: Arc<ManagerInner>) -> Self {
-        LockManager { inner }
-    }
-
     /// A request for lock `kind` of a key already validated by [`key`](Self::key), with
     /// this handle moved into the request.
     pub(crate) fn into_lock(self, key: LockKey, kind: LockKind) -> LockRequest {
@@ -84,10 +126,10 @@ impl LockRequest {
 
 /// The watchdog as a future: completes when the lock is lost or the hold released.
 async fn keep_alive(hold: Arc<Hold>, mut keeper: Keeper) {
-    let mut next = keeper.first_due(&hold);
+    let mut next = keeper.first_due(&*hold);
     loop {
         tokio::time::sleep_until(next).await;
-        match renew_once(&hold, &mut keeper).await {
+        match renew_once(&*hold, &mut keeper).await {
             Some(due) => next = due,
             None => return,
         }

@@ -9,21 +9,19 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::acquire::{
-    backend_down, deadline_after, wait_ended, Acquisition, Grant, Want, ERROR_RETRY,
-};
-use super::drop_safe::DropSafe;
-use super::manager::ManagerInner;
-use super::outage::{answer_by, answer_within, GaveUp};
-use super::unowned::release_unowned;
+use super::{backend_down, deadline_after, wait_ended, Acquisition, Grant, Want, ERROR_RETRY};
 use crate::backend::{FairArgs, FairAttempt, LeaveArgs};
+use crate::engine::drop_safe::DropSafe;
+use crate::engine::outage::{answer_by, answer_within, GaveUp};
+use crate::engine::shared::ManagerInner;
+use crate::engine::unowned::release_unowned;
 use crate::error::{BackendError, LockError};
 use crate::kind::LockKind;
 use crate::telemetry::TARGET;
 use crate::wait::FairTicket;
 
 /// A fair acquisition under way.
-pub(super) struct FairAcquisition<'a> {
+pub(in crate::engine) struct FairAcquisition<'a> {
     inner: &'a Arc<ManagerInner>,
     want: &'a Want,
     wait: Duration,
@@ -32,7 +30,11 @@ pub(super) struct FairAcquisition<'a> {
 }
 
 impl<'a> FairAcquisition<'a> {
-    pub(super) fn new(inner: &'a Arc<ManagerInner>, want: &'a Want, wait: Duration) -> Self {
+    pub(in crate::engine) fn new(
+        inner: &'a Arc<ManagerInner>,
+        want: &'a Want,
+        wait: Duration,
+    ) -> Self {
         let timeout = wait
             .min(inner.settings().fair_queue_timeout)
             .max(Duration::from_millis(10));
@@ -45,7 +47,7 @@ impl<'a> FairAcquisition<'a> {
     }
 
     /// Queues, then waits for its turn until acquired or the deadline.
-    pub(super) async fn run(self) -> Result<Grant, LockError> {
+    pub(in crate::engine) async fn run(self) -> Result<Grant, LockError> {
         let (inner, want) = (self.inner, self.want);
         // A single try never queues (it must not overtake the queue either).
         if self.wait.is_zero() {
