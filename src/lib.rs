@@ -17,8 +17,8 @@ mod telemetry;
 mod wait;
 
 pub use engine::{
-    LockGuard, LockManager, LockManagerBuilder, LockRequest, LossSignal, ManagerStats,
-    MultiLockGuard, MultiLockRequest, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT,
+    LockGuard, LockManager, LockManagerBuilder, LockRequest, LossSignal, ManagerStats, ManyNames,
+    MultiLockGuard, MultiLockRequest, OneName, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT,
     DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };
 pub use error::{BackendError, LockError, Released};

@@ -111,16 +111,20 @@ impl LockManager {
         LockRequest::new(self.inner, Ok(key), kind)
     }
 
-    /// A multi-lock of keys already made (with the manager's prefix).
-    pub(crate) fn multi_lock_keys(&self, keys: Vec<LockKey>) -> super::MultiLockRequest {
-        super::MultiLockRequest::new(self.inner.clone(), Ok(keys))
+    /// A multi-lock of `kind` of keys already made (with the manager's prefix).
+    pub(crate) fn multi_lock_keys(
+        &self,
+        keys: Vec<LockKey>,
+        kind: LockKind,
+    ) -> super::MultiLockRequest {
+        super::MultiLockRequest::many(self.inner.clone(), Ok(keys), kind)
     }
 }
 
 impl LockRequest {
     /// The key to lock, unless the name was invalid.
     pub(crate) fn key(&self) -> Option<&LockKey> {
-        self.key.as_ref().ok()
+        self.names.0.as_ref().ok()
     }
 }
 

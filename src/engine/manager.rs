@@ -5,8 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::multi::MultiLockRequest;
-use super::request::LockRequest;
+use super::request::{LockRequest, MultiLockRequest};
 use super::shared::ManagerInner;
 use crate::error::LockError;
 use crate::key::LockKey;
@@ -173,7 +172,7 @@ impl LockManager {
             .into_iter()
             .map(|name| self.key(name.as_ref()))
             .collect();
-        MultiLockRequest::new(self.inner.clone(), keys)
+        MultiLockRequest::many(self.inner.clone(), keys, LockKind::Plain)
     }
 
     /// The key `name` maps to (the manager's prefix and the name).

@@ -35,9 +35,8 @@ pub(crate) use drop_safe::DropSafe;
 pub use guard::LockGuard;
 pub use loss::LossSignal;
 pub use manager::{LockManager, ManagerStats};
-pub use multi::MultiLockRequest;
 pub use multi_guard::MultiLockGuard;
-pub use request::LockRequest;
+pub use request::{LockRequest, ManyNames, MultiLockRequest, OneName};
 pub use settings::{
     DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
 };

@@ -1,7 +1,7 @@
 //! A multi-lock: several names held together, all or nothing (Redisson's `RMultiLock`,
-//! without its deadlock). The parts are plain locks, taken in one canonical order (their
-//! keys sorted), so that two multi-locks naming the same keys in any orders never wait for
-//! each other in a circle.
+//! without its deadlock). The parts are locks of one kind, taken in one canonical order
+//! (their keys sorted), so that two multi-locks naming the same keys in any orders never
+//! wait for each other in a circle. The request's settings are [`LockRequest`]'s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,37 +11,20 @@ use tokio::time::Instant;
 use super::acquire::deadline_after;
 use super::guard::LockGuard;
 use super::multi_guard::MultiLockGuard;
-use super::request::LockRequest;
-use super::settings::bounded_lease;
+use super::request::{LockRequest, ManyNames};
 use super::shared::ManagerInner;
 use crate::error::{BackendError, LockError, Released};
 use crate::join::join_all;
 use crate::key::LockKey;
 use crate::kind::LockKind;
 
-/// A request for several locks at once: set how long to wait and the lease, then
-/// [`acquire`](Self::acquire). Made by [`LockManager::multi_lock`](crate::LockManager::multi_lock).
-#[must_use = "nothing happens until `acquire` is awaited"]
-pub struct MultiLockRequest {
-    manager: Arc<ManagerInner>,
-    /// Sorted, without duplicates.
-    keys: Result<Vec<LockKey>, LockError>,
-    wait: Duration,
-    fixed_lease: Option<Duration>,
-}
-
-impl std::fmt::Debug for MultiLockRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiLockRequest")
-            .field("keys", &self.keys)
-            .field("wait", &self.wait)
-            .field("fixed_lease", &self.fixed_lease)
-            .finish()
-    }
-}
-
-impl MultiLockRequest {
-    pub(crate) fn new(manager: Arc<ManagerInner>, keys: Result<Vec<LockKey>, LockError>) -> Self {
+impl LockRequest<ManyNames> {
+    /// A multi-lock of `keys` (sorted here, each once) of `kind`.
+    pub(crate) fn many(
+        manager: Arc<ManagerInner>,
+        keys: Result<Vec<LockKey>, LockError>,
+        kind: LockKind,
+    ) -> Self {
         let keys = keys.and_then(|mut keys| {
             if keys.is_empty() {
                 return Err(LockError::InvalidName {
@@ -52,27 +35,7 @@ impl MultiLockRequest {
             keys.dedup();
             Ok(keys)
         });
-        let wait = manager.settings().wait;
-        MultiLockRequest {
-            manager,
-            keys,
-            wait,
-            fixed_lease: None,
-        }
-    }
-
-    /// How long [`acquire`](Self::acquire) waits, in all, for every part. `Duration::ZERO`
-    /// tries each once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
-        self
-    }
-
-    /// A fixed lease for every part (see [`LockRequest::fixed_lease`]); each part's runs
-    /// from its own acquisition.
-    pub fn fixed_lease(mut self, lease: Duration) -> Self {
-        self.fixed_lease = Some(bounded_lease(lease));
-        self
+        LockRequest::with_names(manager, ManyNames(keys), kind)
     }
 
     /// Tries each part once, without waiting.
@@ -101,7 +64,7 @@ impl MultiLockRequest {
     /// Cancel safe: dropped at any point, the parts taken are released in the background
     /// and the attempts on their way are finished and undone (as [`LockRequest::acquire`]).
     pub async fn acquire(mut self) -> Result<MultiLockGuard, LockError> {
-        let keys = std::mem::replace(&mut self.keys, Ok(Vec::new()))?;
+        let keys = std::mem::replace(&mut self.names.0, Ok(Vec::new()))?;
         let started = Instant::now();
         let deadline = deadline_after(started, self.wait);
         let tries = join_all(keys.iter().map(|key| self.part(key).try_acquire())).await;
@@ -144,7 +107,7 @@ impl MultiLockRequest {
 
     /// The request for one part.
     fn part(&self, key: &LockKey) -> LockRequest {
-        let request = LockRequest::new(self.manager.clone(), Ok(key.clone()), LockKind::Plain);
+        let request = LockRequest::new(self.manager.clone(), Ok(key.clone()), self.kind);
         match self.fixed_lease {
             Some(lease) => request.fixed_lease(lease),
             None => request,

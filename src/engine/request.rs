@@ -16,14 +16,18 @@ use crate::key::LockKey;
 use crate::kind::{LockKind, Queue};
 use crate::telemetry;
 
-/// A lock request: set how long to wait and the lease, then [`acquire`](Self::acquire).
+/// A lock request: set how long to wait and the lease, then `acquire`. For one lock
+/// (`LockRequest`, from [`LockManager::lock`](crate::LockManager::lock) and the other kinds'
+/// constructors) or several held together ([`MultiLockRequest`], from
+/// [`LockManager::multi_lock`](crate::LockManager::multi_lock)): the settings are the same,
+/// the acquisition and its guard differ.
 #[must_use = "nothing happens until `acquire` is awaited"]
-pub struct LockRequest {
-    manager: Arc<ManagerInner>,
-    pub(super) key: Result<LockKey, LockError>,
-    kind: LockKind,
-    wait: Duration,
-    fixed_lease: Option<Duration>,
+pub struct LockRequest<Names = OneName> {
+    pub(super) manager: Arc<ManagerInner>,
+    pub(super) names: Names,
+    pub(super) kind: LockKind,
+    pub(super) wait: Duration,
+    pub(super) fixed_lease: Option<Duration>,
     /// The caller already waits (a multi-lock's parts after the first busy one): no
     /// failing fast while the backend cannot be reached; an outage is ridden out while the
     /// wait lasts, as by a waiter already queued.
@@ -32,14 +36,65 @@ pub struct LockRequest {
     unless_recorded: bool,
 }
 
-impl std::fmt::Debug for LockRequest {
+/// What a [`LockRequest`] for one lock names: its key, or why the name is invalid.
+#[derive(Debug)]
+pub struct OneName(pub(super) Result<LockKey, LockError>);
+
+/// What a [`MultiLockRequest`] names: its keys (sorted, each once), or why a name is
+/// invalid.
+#[derive(Debug)]
+pub struct ManyNames(pub(super) Result<Vec<LockKey>, LockError>);
+
+/// A request for several locks held together, all or nothing (see
+/// [`LockManager::multi_lock`](crate::LockManager::multi_lock)).
+pub type MultiLockRequest = LockRequest<ManyNames>;
+
+impl<Names: std::fmt::Debug> std::fmt::Debug for LockRequest<Names> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockRequest")
-            .field("key", &self.key)
+            .field("names", &self.names)
             .field("kind", &self.kind)
             .field("wait", &self.wait)
             .field("fixed_lease", &self.fixed_lease)
             .finish()
+    }
+}
+
+impl<Names> LockRequest<Names> {
+    pub(super) fn with_names(manager: Arc<ManagerInner>, names: Names, kind: LockKind) -> Self {
+        let wait = manager.settings().wait;
+        LockRequest {
+            manager,
+            names,
+            kind,
+            wait,
+            fixed_lease: None,
+            waiting_already: false,
+            unless_recorded: false,
+        }
+    }
+
+    /// How long `acquire` waits before it fails with [`LockError::TimedOut`] (for a
+    /// multi-lock, in all, for every part). `Duration::ZERO` tries once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// A fixed lease: the lock ends after `lease` unless released, and no watchdog renews
+    /// it (without this, the manager's [lease](crate::LockManagerBuilder::lease) is renewed
+    /// every third of it while the guard lives; for a multi-lock, each part's lease runs
+    /// from its own acquisition). Values under 1 ms are raised to 1 ms, values over
+    /// [`MAX_LEASE`](crate::MAX_LEASE) (about 100 years) lowered to it.
+    pub fn fixed_lease(mut self, lease: Duration) -> Self {
+        self.fixed_lease = Some(bounded_lease(lease));
+        self
+    }
+
+    /// The caller already waits: see the field `waiting_already`.
+    pub(super) fn waiting_already(mut self) -> Self {
+        self.waiting_already = true;
+        self
     }
 }
 
@@ -49,16 +104,7 @@ impl LockRequest {
         key: Result<LockKey, LockError>,
         kind: LockKind,
     ) -> Self {
-        let wait = manager.settings().wait;
-        LockRequest {
-            manager,
-            key,
-            kind,
-            wait,
-            fixed_lease: None,
-            waiting_already: false,
-            unless_recorded: false,
-        }
+        Self::with_names(manager, OneName(key), kind)
     }
 
     /// Takes the lock only if it has no record: the last holder of the name may leave one
@@ -93,28 +139,6 @@ impl LockRequest {
     /// ```
     pub fn unless_recorded(mut self) -> Self {
         self.unless_recorded = true;
-        self
-    }
-
-    /// The caller already waits: see the field `waiting_already`.
-    pub(super) fn waiting_already(mut self) -> Self {
-        self.waiting_already = true;
-        self
-    }
-
-    /// How long [`acquire`](Self::acquire) waits for the lock before it fails with
-    /// [`LockError::TimedOut`]. `Duration::ZERO` tries once.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
-        self
-    }
-
-    /// A fixed lease: the lock ends after `lease` unless released, and no watchdog renews
-    /// it (without this, the manager's [lease](crate::LockManagerBuilder::lease) is renewed
-    /// every third of it while the guard lives). Values under 1 ms are raised to 1 ms,
-    /// values over [`MAX_LEASE`](crate::MAX_LEASE) (about 100 years) lowered to it.
-    pub fn fixed_lease(mut self, lease: Duration) -> Self {
-        self.fixed_lease = Some(bounded_lease(lease));
         self
     }
 
@@ -176,7 +200,7 @@ impl LockRequest {
         self,
         spawn_watchdog: bool,
     ) -> Result<Result<Acquired, LockError>, Self> {
-        let key = match self.key {
+        let key = match self.names.0 {
             Ok(ref key) => key,
             Err(error) => return Ok(Err(invalid_name(error))),
         };
@@ -222,7 +246,7 @@ impl LockRequest {
     /// Acquires; with `spawn_watchdog == false` the watchdog (if any) is returned for the
     /// caller to start, and the caller must drop it before releasing.
     pub(crate) async fn acquire_parts(self, spawn_watchdog: bool) -> Result<Acquired, LockError> {
-        let key = match self.key {
+        let key = match self.names.0 {
             Ok(ref key) => key.clone(),
             Err(error) => return Err(invalid_name(error)),
         };

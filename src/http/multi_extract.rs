@@ -129,7 +129,7 @@ async fn lock_all(
         return Ok(None);
     }
     let guard = manager
-        .multi_lock_keys(keys)
+        .multi_lock_keys(keys, crate::kind::LockKind::Plain)
         .acquire()
         .await
         .map_err(rejection)?;

@@ -58,7 +58,7 @@ where
             return Ok(MultiStart::Rejected(rejection));
         }
     };
-    let mut lock = manager.multi_lock_keys(keys);
+    let mut lock = manager.multi_lock_keys(keys, crate::kind::LockKind::Plain);
     if let Some(wait) = options.wait {
         lock = lock.wait(wait);
     }
