@@ -41,9 +41,9 @@ pub use error::{BackendError, LockError, Released};
 pub use fred;
 #[cfg(feature = "axum")]
 pub use http::{
-    extract, layer, layer::LockResponseBody, multi_layer, FairLocked, FencedLocked, Held, HeldLock,
+    extract, layer, layer::LockResponseBody, FairLocked, FencedLocked, Held, HeldLock,
     HeldMultiLock, KeySource, LockLayer, LockManagerState, LockRejection, Lockable, Locked,
-    MultiLockLayer, MultiLocked, ReadLocked, WriteLocked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
+    MultiLocked, ReadLocked, WriteLocked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
 };
 #[cfg(feature = "idempotency")]
 pub use idempotency::IdempotencyLayer;

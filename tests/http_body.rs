@@ -138,18 +138,20 @@ async fn a_non_axum_response_body_passes_through() {
 
     let locks = LockManager::memory();
     let held = locks.clone();
-    let inner = tower::service_fn(move |request: http::Request<axum::body::Body>| {
-        let held = held.clone();
-        async move {
-            let order = request.headers()["x-order"].to_str().unwrap().to_owned();
-            let name = format!("x-order:{order}");
-            assert!(
-                held.lock(&name).try_acquire().await.is_err(),
-                "runs under the lock"
-            );
-            Ok::<_, std::convert::Infallible>(http::Response::new(format!("order {order}")))
-        }
-    });
+    let inner = tower::service_fn(
+        move |request: http::Request<tower_lock::layer::LockRequestBody<String>>| {
+            let held = held.clone();
+            async move {
+                let order = request.headers()["x-order"].to_str().unwrap().to_owned();
+                let name = format!("x-order:{order}");
+                assert!(
+                    held.lock(&name).try_acquire().await.is_err(),
+                    "runs under the lock"
+                );
+                Ok::<_, std::convert::Infallible>(http::Response::new(format!("order {order}")))
+            }
+        },
+    );
     let service = LockLayer::by_header("x-order")
         .manager(locks.clone())
         .layer(inner);

@@ -13,7 +13,7 @@ use http::{Request, StatusCode};
 use support::RedisServer;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
-use tower_lock::{HeldLock, LockLayer, LockManager, MultiLockLayer};
+use tower_lock::{HeldLock, LockLayer, LockManager};
 
 async fn call(app: &Router, uri: &str) -> (StatusCode, Option<String>, String) {
     let response = app
@@ -348,7 +348,7 @@ async fn the_multi_key_layer_through_an_outage() {
         .redis(&server.url())
         .await
         .unwrap();
-    let accounts = || MultiLockLayer::by_path_params("account:", ["from", "to"]);
+    let accounts = || LockLayer::by_path_params("account:", ["from", "to"]);
     let (hold_route, mut holding) = support::http::holding("moved");
     let (slow, mut entered) = support::http::stalled();
     let app = Router::new()

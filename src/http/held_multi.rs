@@ -1,4 +1,4 @@
-//! The locks a request holds under a [`MultiLockLayer`](crate::MultiLockLayer), as seen
+//! The locks a request holds under a [`LockLayer`](crate::LockLayer) of several keys, as seen
 //! from handlers and inner layers; and the lookup extractors use to reenter what a layer
 //! holds instead of waiting for it.
 
@@ -11,7 +11,7 @@ use crate::engine::{LockManager, LossSignal, MultiLockGuard};
 use crate::http::held::HeldLock;
 use crate::key::LockKey;
 
-/// Put in the request extensions by [`MultiLockLayer`](crate::MultiLockLayer) while the
+/// Put in the request extensions by [`LockLayer`](crate::LockLayer) of several keys while the
 /// inner service runs: the keys the request holds (sorted, each once) and their loss
 /// signal, which fires when any of them is lost.
 ///
@@ -79,12 +79,11 @@ impl fmt::Debug for HeldMultiLock {
     }
 }
 
-/// The lock of `key` that a layer holds for this request, if any: a [`LockLayer`]'s, or a
-/// part of a [`MultiLockLayer`]'s. An extractor naming that key enters it again instead of
+/// The lock of `key` that a [`LockLayer`] holds for this request, if any: its one lock, or
+/// a part of its several. An extractor naming that key enters it again instead of
 /// waiting for the request's own lock.
 ///
 /// [`LockLayer`]: crate::LockLayer
-/// [`MultiLockLayer`]: crate::MultiLockLayer
 pub(crate) fn layer_hold<'a>(parts: &'a Parts, key: &LockKey) -> Option<&'a HeldLock> {
     if let Some(held) = parts.extensions.get::<HeldLock>() {
         if held.key() == key {

@@ -9,7 +9,6 @@ mod key_source;
 pub mod layer;
 mod manager_state;
 mod multi_extract;
-pub mod multi_layer;
 mod read_write_extract;
 mod rejection;
 
@@ -22,6 +21,5 @@ pub use key_source::KeySource;
 pub use layer::LockLayer;
 pub use manager_state::LockManagerState;
 pub use multi_extract::MultiLocked;
-pub use multi_layer::MultiLockLayer;
 pub use read_write_extract::{ReadLocked, WriteLocked};
 pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};

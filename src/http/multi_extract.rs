@@ -20,10 +20,10 @@ use crate::http::rejection::{BusyAnswer, LockRejection};
 /// statuses as [`Locked<K>`](crate::Locked) (busy 409, bad value 400, backend down 503).
 ///
 /// Under a [`LockLayer`](crate::LockLayer) whose lock is one of the keys (or a
-/// [`MultiLockLayer`](crate::MultiLockLayer) holding some of them), those keys are not taken
+/// [`LockLayer`](crate::LockLayer) of several keys holding some of them), those keys are not taken
 /// again (the layer holds them for the request); the others are then taken after them, not
 /// in the canonical order, so prefer one of the two for a route: for several keys from the
-/// path, the [`MultiLockLayer`](crate::MultiLockLayer) alone.
+/// path, the [`LockLayer`](crate::LockLayer) of several keys alone.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {

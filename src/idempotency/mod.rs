@@ -45,7 +45,7 @@ mod stored;
 pub use key::{DEFAULT_MAX_KEY_LEN, IDEMPOTENCY_KEY};
 pub use layer::{IdempotencyLayer, OnConcurrent, DEFAULT_RETENTION, DEFAULT_STORE_LIMIT};
 pub use rejection::IdempotencyRejection;
-pub use service::{Idempotency, ResponseFuture};
+pub use service::{Idempotency, IdempotencyResponseFuture};
 pub use stored::IDEMPOTENT_REPLAYED;
 
 /// Put in the request extensions for the handler: the idempotency key it runs under (as

@@ -123,7 +123,7 @@ async fn read_whole(body: Body, config: &Config) -> Result<Bytes, IdempotencyRej
                 error: other.body_text(),
             },
         })?;
-    axum::body::to_bytes(body, usize::MAX)
+    axum::body::to_bytes(Body::new(body), usize::MAX)
         .await
         .map_err(|error| IdempotencyRejection::BodyUnreadable {
             error: error.to_string(),

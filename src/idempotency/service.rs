@@ -54,28 +54,33 @@ impl<S> std::fmt::Debug for Idempotency<S> {
     }
 }
 
-impl<S, B> Service<Request<Body>> for Idempotency<S>
+/// Any request body is taken (it is read whole before the key is claimed); the inner
+/// service receives it, read, as axum's [`Body`].
+impl<S, ReqBody, B> Service<Request<ReqBody>> for Idempotency<S>
 where
     S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
+    ReqBody: HttpBody<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
     type Response = Response;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Error>;
+    type Future = IdempotencyResponseFuture<S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let request = request.map(Body::new);
         // The service made ready goes with the request; this one stays for the next.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let span = telemetry::idempotency_span(&self.config.namespace);
-        ResponseFuture {
+        IdempotencyResponseFuture {
             inner: Box::pin(run(self.config.clone(), inner, request).instrument(span)),
         }
     }
@@ -84,11 +89,11 @@ where
 /// The response future of [`Idempotency`]: reads the request, claims its key, then runs
 /// the handler or answers the stored response. Boxed: each request makes one allocation
 /// for it, small beside the Redis round trips it waits for.
-pub struct ResponseFuture<E> {
+pub struct IdempotencyResponseFuture<E> {
     inner: Pin<Box<dyn Future<Output = Result<Response, E>> + Send>>,
 }
 
-impl<E> Future for ResponseFuture<E> {
+impl<E> Future for IdempotencyResponseFuture<E> {
     type Output = Result<Response, E>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -96,8 +101,9 @@ impl<E> Future for ResponseFuture<E> {
     }
 }
 
-impl<E> std::fmt::Debug for ResponseFuture<E> {
+impl<E> std::fmt::Debug for IdempotencyResponseFuture<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        f.debug_struct("IdempotencyResponseFuture")
+            .finish_non_exhaustive()
     }
 }

@@ -1,4 +1,4 @@
-//! `MultiLockLayer` over HTTP: transfers locked crosswise through the layer never overlap
+//! `LockLayer` over HTTP: transfers locked crosswise through the layer never overlap
 //! nor deadlock and leave nothing held; the same account twice is taken once; a busy
 //! account is 409 and leaves the other free; missing, bad and too many keys are 400s
 //! before any lock; `Locked<K>` behind the layer enters its part; a lost part aborts the
@@ -15,7 +15,7 @@ use axum::{Extension, Router};
 use http::{Request, StatusCode};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tower_lock::backend::MemoryBackend;
-use tower_lock::{HeldMultiLock, LockManager, Locked, MultiLockLayer, Released};
+use tower_lock::{HeldMultiLock, LockLayer, LockManager, Locked, Released};
 
 use crate::helpers::{oneshot, respond};
 use crate::multi::From;
@@ -24,7 +24,7 @@ use crate::support::http::stalled;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
 /// Transfers between accounts 0 and 1 count who is inside each account.
-fn transfers(layer: MultiLockLayer, inside: Arc<[AtomicUsize; 2]>) -> Router {
+fn transfers(layer: LockLayer, inside: Arc<[AtomicUsize; 2]>) -> Router {
     let transfer =
         move |Extension(held): Extension<HeldMultiLock>,
               axum::extract::Path((from, to)): axum::extract::Path<(u64, u64)>| {
@@ -62,7 +62,7 @@ async fn crosswise_transfers_through_the_layer(backend: BackendUnderTest) {
         .wait(Duration::from_secs(30))
         .key_prefix(support::unique("multi-layer") + ":");
     let locks = backend.manager(builder).await;
-    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
+    let layer = LockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
     let app = transfers(layer, gauge());
     let mut tasks = Vec::new();
     for n in 0..200 {
@@ -91,7 +91,7 @@ async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTe
         .wait(Duration::from_millis(50))
         .key_prefix(support::unique("multi-layer") + ":");
     let locks = backend.manager(builder).await;
-    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
+    let layer = LockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone());
     let app = transfers(layer, gauge());
     let held = locks.lock("account:9").acquire().await.unwrap();
     let response = {
@@ -125,24 +125,24 @@ backend_suite!(
 #[tokio::test]
 async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
     let locks = LockManager::memory();
-    let app = |layer: MultiLockLayer| {
+    let app = |layer: LockLayer| {
         Router::new()
             .route("/one/{from}", post(|| async { "ran" }))
             .route("/many", post(|| async { "ran" }))
             .route_layer(layer.manager(locks.clone()))
     };
     // A route without the second parameter: missing (400), or unlocked when allowed.
-    let strict = app(MultiLockLayer::by_path_params("account:", ["from", "to"]));
+    let strict = app(LockLayer::by_path_params("account:", ["from", "to"]));
     let (status, body) = oneshot(&strict, "POST", "/one/7").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body.contains("path parameter `to`"), "{body}");
-    let lenient =
-        app(MultiLockLayer::by_path_params("account:", ["from", "to"]).allow_missing_key());
+    let lenient = app(LockLayer::by_path_params("account:", ["from", "to"]).allow_missing_key());
     assert_eq!(oneshot(&lenient, "POST", "/one/7").await.0, StatusCode::OK);
 
     // Names from a function: none, an empty one, too many.
-    let named =
-        |names: Option<Vec<String>>| app(MultiLockLayer::by_fn(move |_| names.clone()).max_keys(3));
+    let named = |names: Option<Vec<String>>| {
+        app(LockLayer::by_names_fn(move |_| names.clone()).max_keys(3))
+    };
     let (status, body) = oneshot(&named(None), "POST", "/many").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, body) = oneshot(&named(Some(vec![])), "POST", "/many").await;
@@ -161,11 +161,11 @@ async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
     );
 
     // The limit bounds a function's names; key sources are the layer's own configuration.
-    let sourced = app(MultiLockLayer::by_path_params("account:", ["from"]).max_keys(0));
+    let sourced = app(LockLayer::by_path_params("account:", ["from"]).max_keys(0));
     assert_eq!(oneshot(&sourced, "POST", "/one/7").await.0, StatusCode::OK);
 
     // A body over the limit is refused before the locks are asked for.
-    let limited = app(MultiLockLayer::by_path_params("account:", ["from"]).body_limit(4));
+    let limited = app(LockLayer::by_path_params("account:", ["from"]).body_limit(4));
     let request = Request::post("/one/7")
         .body(Body::from("0123456789"))
         .unwrap();
@@ -176,7 +176,7 @@ async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
     // A path no route matches goes on to the fallback, unlocked.
     let outside = Router::new()
         .route("/one/{from}", post(|| async { "ran" }))
-        .layer(MultiLockLayer::by_path_params("account:", ["from"]).manager(locks.clone()));
+        .layer(LockLayer::by_path_params("account:", ["from"]).manager(locks.clone()));
     assert_eq!(
         oneshot(&outside, "POST", "/nowhere").await.0,
         StatusCode::NOT_FOUND
@@ -184,7 +184,7 @@ async fn missing_bad_and_too_many_keys_are_400_before_any_lock() {
     // No manager anywhere: 500.
     let unmanaged = Router::new()
         .route("/one/{from}", post(|| async { "ran" }))
-        .route_layer(MultiLockLayer::by_path_params("account:", ["from"]));
+        .route_layer(LockLayer::by_path_params("account:", ["from"]));
     let (status, body) = oneshot(&unmanaged, "POST", "/one/7").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
     support::nothing_left_behind(&locks).await;
@@ -202,9 +202,7 @@ async fn an_extractor_behind_the_layer_enters_its_part() {
     };
     let app = Router::new()
         .route("/transfers/{from}/{to}", post(handler))
-        .route_layer(
-            MultiLockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone()),
-        );
+        .route_layer(LockLayer::by_path_params("account:", ["from", "to"]).manager(locks.clone()));
     let (status, body) = oneshot(&app, "POST", "/transfers/7/9").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.starts_with("7 by "), "{body}");
@@ -219,7 +217,7 @@ async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
     let locks = LockManager::builder()
         .lease(Duration::from_millis(300))
         .backend(memory.clone());
-    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]).abort_on_lost();
+    let layer = LockLayer::by_path_params("account:", ["from", "to"]).abort_on_lost();
     let (app, mut entered) = endless_transfers(layer.manager(locks.clone()));
     let request = tokio::spawn({
         let app = app.clone();
@@ -240,7 +238,7 @@ async fn a_lost_part_aborts_the_handler_and_frees_the_rest() {
 #[tokio::test]
 async fn a_dropped_request_releases_every_part() {
     let locks = LockManager::memory();
-    let layer = MultiLockLayer::by_path_params("account:", ["from", "to"]);
+    let layer = LockLayer::by_path_params("account:", ["from", "to"]);
     let (app, mut entered) = endless_transfers(layer.manager(locks.clone()));
     let request = tokio::spawn({
         let app = app.clone();
@@ -287,7 +285,7 @@ async fn a_dropped_request_releases_every_part() {
 }
 
 /// Transfers whose handler never ends, behind `layer`; `entered` hears of each handler.
-fn endless_transfers(layer: MultiLockLayer) -> (Router, UnboundedReceiver<()>) {
+fn endless_transfers(layer: LockLayer) -> (Router, UnboundedReceiver<()>) {
     let (stalled, entered) = stalled();
     let app = Router::new()
         .route("/transfers/{from}/{to}", stalled)
@@ -303,15 +301,15 @@ async fn a_backend_down_is_503_or_runs_unlocked_when_failing_open() {
         .redis_lazy(&unreachable)
         .await
         .unwrap();
-    let app = |layer: MultiLockLayer| {
+    let app = |layer: LockLayer| {
         Router::new()
             .route("/transfers/{from}/{to}", post(|| async { "ran" }))
             .route_layer(layer.manager(down.clone()))
     };
-    let closed = app(MultiLockLayer::by_path_params("account:", ["from", "to"]));
+    let closed = app(LockLayer::by_path_params("account:", ["from", "to"]));
     let (status, body) = oneshot(&closed, "POST", "/transfers/1/2").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    let open = app(MultiLockLayer::by_path_params("account:", ["from", "to"]).fail_open());
+    let open = app(LockLayer::by_path_params("account:", ["from", "to"]).fail_open());
     assert_eq!(
         oneshot(&open, "POST", "/transfers/1/2").await,
         (StatusCode::OK, "ran".to_owned())
@@ -323,7 +321,7 @@ async fn a_backend_down_is_503_or_runs_unlocked_when_failing_open() {
 #[tokio::test]
 async fn names_from_a_function_are_escaped() {
     let locks = LockManager::memory();
-    let layer = MultiLockLayer::by_fn(|parts| {
+    let layer = LockLayer::by_names_fn(|parts| {
         let tag = parts.uri.query()?.to_owned();
         Some(vec![format!("order:{tag}"), "order:plain".to_owned()])
     });
@@ -342,4 +340,59 @@ async fn names_from_a_function_are_escaped() {
         .map(|key| key.unwrap().as_str().to_owned())
         .join(",");
     assert_eq!(body, expected);
+}
+
+/// A layer of several keys takes the kind it is set to, for every part: readers of the
+/// same two accounts run together, a writer waits for them.
+#[tokio::test]
+async fn several_keys_take_the_layers_kind() {
+    let locks = LockManager::memory();
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let read = move |Extension(held): Extension<HeldMultiLock>| {
+        let entered_tx = entered_tx.clone();
+        async move {
+            let kinds: Vec<String> = held
+                .parts()
+                .iter()
+                .map(|p| format!("{:?}", p.kind()))
+                .collect();
+            let _ = entered_tx.send(kinds.join(","));
+            std::future::pending::<&'static str>().await
+        }
+    };
+    let app = Router::new()
+        .route(
+            "/accounts/{from}/{to}",
+            axum::routing::get(read).post(|| async { "wrote" }),
+        )
+        .route_layer(
+            LockLayer::by_path_params("account:", ["from", "to"])
+                .read_write_by_method()
+                .wait(Duration::ZERO)
+                .manager(locks.clone()),
+        );
+
+    // Two readers of accounts 1 and 2 inside at once; a writer of account 2 is busy.
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let app = app.clone();
+        readers.push(tokio::spawn(async move {
+            oneshot(&app, "GET", "/accounts/1/2").await
+        }));
+        assert_eq!(entered.recv().await.unwrap(), "Read,Read");
+    }
+    let (status, body) = oneshot(&app, "POST", "/accounts/2/3").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    for reader in &readers {
+        reader.abort();
+    }
+    for reader in readers {
+        assert!(reader.await.unwrap_err().is_cancelled());
+    }
+    support::background_releases_done(&locks).await;
+    assert_eq!(
+        oneshot(&app, "POST", "/accounts/2/3").await,
+        (StatusCode::OK, "wrote".to_owned())
+    );
+    support::nothing_left_behind(&locks).await;
 }

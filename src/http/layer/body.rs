@@ -6,10 +6,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Bytes, HttpBody};
+use axum::BoxError;
 use http::HeaderMap;
 use http_body::{Frame, SizeHint};
 
+use super::request_body::LockRequestBody;
 use crate::http::rejection::LockRejection;
 
 /// Default limit of a body read before the lock: 2 MiB, as axum's `DefaultBodyLimit`.
@@ -45,7 +47,14 @@ impl BodyPolicy {
 }
 
 /// Reads all of `body` within `policy`'s limit and time: the same body, in memory.
-pub(crate) async fn read_body(body: Body, policy: &BodyPolicy) -> Result<Body, LockRejection> {
+pub(crate) async fn read_body<B>(
+    body: B,
+    policy: &BodyPolicy,
+) -> Result<LockRequestBody<B>, LockRejection>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let too_large = || LockRejection::BodyTooLarge {
         limit: policy.limit,
     };
@@ -54,7 +63,7 @@ pub(crate) async fn read_body(body: Body, policy: &BodyPolicy) -> Result<Body, L
         return Err(too_large());
     }
     match tokio::time::timeout(policy.timeout, collect(body, policy.limit)).await {
-        Ok(Ok(Some(buffered))) => Ok(Body::new(buffered)),
+        Ok(Ok(Some(buffered))) => Ok(LockRequestBody::buffered(buffered)),
         Ok(Ok(None)) => Err(too_large()),
         Ok(Err(error)) => Err(LockRejection::BodyUnreadable {
             error: error.to_string(),
@@ -66,12 +75,17 @@ pub(crate) async fn read_body(body: Body, policy: &BodyPolicy) -> Result<Body, L
 }
 
 /// All of `body`'s data and trailers; `None` once more than `limit` bytes arrived.
-async fn collect(mut body: Body, limit: usize) -> Result<Option<Buffered>, axum::Error> {
+async fn collect<B>(body: B, limit: usize) -> Result<Option<Buffered>, BoxError>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut body = std::pin::pin!(body);
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut length = 0usize;
     let mut trailers = None;
-    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame?;
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(Into::into)?;
         match frame.into_data() {
             Ok(data) => {
                 length += data.len();
@@ -99,7 +113,8 @@ async fn collect(mut body: Body, limit: usize) -> Result<Option<Buffered>, axum:
 }
 
 /// A body read in full: its data, then its trailers.
-struct Buffered {
+#[derive(Debug)]
+pub(crate) struct Buffered {
     data: Option<Bytes>,
     trailers: Option<HeaderMap>,
 }
@@ -143,11 +158,18 @@ mod tests {
         }
     }
 
-    async fn bytes(body: Body) -> Bytes {
-        axum::body::to_bytes(body, usize::MAX).await.unwrap()
+    async fn bytes<B>(body: LockRequestBody<B>) -> Bytes
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        axum::body::to_bytes(axum::body::Body::new(body), usize::MAX)
+            .await
+            .unwrap()
     }
 
     /// A body that arrives in chunks.
+    #[derive(Debug)]
     struct Chunks(Vec<&'static str>);
 
     impl HttpBody for Chunks {
@@ -168,7 +190,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_within_the_limit_is_kept_whole() {
-        let read = read_body(Body::new(Chunks(vec!["ab", "cd"])), &policy(4))
+        let read = read_body(Chunks(vec!["ab", "cd"]), &policy(4))
             .await
             .unwrap();
         assert_eq!(bytes(read).await, "abcd");
@@ -176,12 +198,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_over_the_limit_is_413() {
-        let declared = read_body(Body::from("abcde"), &policy(4)).await;
+        let declared = read_body(axum::body::Body::from("abcde"), &policy(4)).await;
         assert!(matches!(
             declared,
             Err(LockRejection::BodyTooLarge { limit: 4 })
         ));
-        let streamed = read_body(Body::new(Chunks(vec!["abc", "de"])), &policy(4)).await;
+        let streamed = read_body(Chunks(vec!["abc", "de"]), &policy(4)).await;
         assert_eq!(
             streamed.unwrap_err().status(),
             http::StatusCode::PAYLOAD_TOO_LARGE

@@ -6,26 +6,23 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Bytes, HttpBody};
 use axum::response::Response;
 use axum::BoxError;
 use http::Request;
 use pin_project::pin_project;
 use tower_service::Service;
 
+use super::request_body::LockRequestBody;
+use super::request_guard::RequestGuard;
 use super::response_body::{Answer, LockResponseBody};
 use super::start::{Acquiring, Later, Start};
 use super::Config;
 use crate::backend::BoxFuture;
-use crate::engine::LockGuard;
 use crate::engine::{InlineWatchdog, PendingWatchdog};
-use crate::error::{BackendError, Released};
-use crate::http::rejection::LockRejection;
-use crate::key::LockKey;
-use crate::telemetry::throttled;
 
-/// The watchdog of a request's lock, started only once the handler has to wait; for an
-/// explicit lease under `abort_on_lost`, the wait for its end.
+/// The watchdog of a request's lock, started only once the handler has to wait; under
+/// `abort_on_lost`, for an explicit lease or a multi-lock, the wait for a loss.
 enum Watchdog {
     /// No lease to renew or watch (none held, an explicit lease kept to the end, or lost).
     Off,
@@ -35,10 +32,10 @@ enum Watchdog {
 
 impl Watchdog {
     /// Starts the watchdog if need be and polls it: `true` once the lock is lost.
-    fn poll_lost(&mut self, guard: Option<&LockGuard>, cx: &mut Context<'_>) -> bool {
+    fn poll_lost(&mut self, guard: Option<&RequestGuard>, cx: &mut Context<'_>) -> bool {
         if let Watchdog::Unstarted(keeper) = self {
-            *self = match guard {
-                Some(guard) => Watchdog::Running(guard.keep_alive(keeper.clone())),
+            *self = match guard.and_then(|guard| guard.keep_alive(keeper.clone())) {
+                Some(renewing) => Watchdog::Running(renewing),
                 None => Watchdog::Off,
             };
         }
@@ -55,12 +52,12 @@ impl Watchdog {
 
 /// Response future of [`Lock`](super::Lock).
 #[pin_project]
-pub struct ResponseFuture<S>
+pub struct LockResponseFuture<S, B>
 where
-    S: Service<Request<Body>>,
+    S: Service<Request<LockRequestBody<B>>>,
 {
     #[pin]
-    state: ResponseState<S::Future, S::Response, S::Error>,
+    state: ResponseState<S::Future, S::Response, S::Error, B>,
     /// The inner service, while the lock is still being taken.
     service: Option<S>,
     /// Kept only where a later step needs it (a lock to wait for, an abort on loss): a
@@ -69,14 +66,14 @@ where
 }
 
 #[pin_project(project = StateProj)]
-enum ResponseState<F, R, E> {
-    /// Reading the body, then taking the lock.
-    ReadingBody {
-        start: BoxFuture<Start>,
+enum ResponseState<F, R, E, B> {
+    /// Reading the body, then taking the lock; or taking several.
+    Starting {
+        start: BoxFuture<Start<B>>,
     },
     /// Waiting for the lock.
     Acquiring {
-        acquiring: Option<Acquiring>,
+        acquiring: Option<Acquiring<B>>,
     },
     /// Answered without calling the inner service.
     Rejected {
@@ -87,7 +84,7 @@ enum ResponseState<F, R, E> {
         watchdog: Watchdog,
         #[pin]
         inner: F,
-        guard: Option<LockGuard>,
+        guard: Option<RequestGuard>,
     },
     /// Releasing before the response is handed back.
     Releasing {
@@ -97,19 +94,19 @@ enum ResponseState<F, R, E> {
     Done,
 }
 
-impl<S> ResponseFuture<S>
+impl<S, B> LockResponseFuture<S, B>
 where
-    S: Service<Request<Body>>,
+    S: Service<Request<LockRequestBody<B>>>,
 {
     /// Calls `service` once the start is over.
-    pub(super) fn later(later: Later, service: S, config: Arc<Config>) -> Self {
+    pub(super) fn later(later: Later<B>, service: S, config: Arc<Config>) -> Self {
         let state = match later {
-            Later::ReadBody(start) => ResponseState::ReadingBody { start },
+            Later::Boxed(start) => ResponseState::Starting { start },
             Later::Acquire(acquiring) => ResponseState::Acquiring {
                 acquiring: Some(acquiring),
             },
         };
-        ResponseFuture {
+        LockResponseFuture {
             state,
             service: Some(service),
             config: Some(config),
@@ -117,14 +114,15 @@ where
     }
 
     /// Started at once: the inner service is called (or the request rejected) now.
-    pub(super) fn started(start: Start, service: &mut S, config: &Arc<Config>) -> Self {
+    pub(super) fn started(start: Start<B>, service: &mut S, config: &Arc<Config>) -> Self {
         let state = match start {
             Start::Locked(request, guard, watchdog) => ResponseState::Calling {
                 watchdog: match watchdog {
                     Some(keeper) => Watchdog::Unstarted(keeper),
-                    // An explicit lease ends on its own: aborting means watching for that
-                    // (the loss signal fires a margin before it).
-                    None if config.options.abort_on_lost => Watchdog::Running(lease_end(&guard)),
+                    // An explicit lease ends on its own, a multi-lock's parts renew
+                    // themselves: aborting means watching for the loss (the loss signal
+                    // fires a margin before a lease ends).
+                    None if config.options.abort_on_lost => Watchdog::Running(guard.lost()),
                     None => Watchdog::Off,
                 },
                 inner: service.call(request),
@@ -139,7 +137,7 @@ where
                 response: Some(config.options.respond(rejection)),
             },
         };
-        ResponseFuture {
+        LockResponseFuture {
             state,
             service: None,
             config: config.options.abort_on_lost.then(|| config.clone()),
@@ -147,9 +145,9 @@ where
     }
 }
 
-impl<S, ResBody> Future for ResponseFuture<S>
+impl<S, B, ResBody> Future for LockResponseFuture<S, B>
 where
-    S: Service<Request<Body>, Response = http::Response<ResBody>>,
+    S: Service<Request<LockRequestBody<B>>, Response = http::Response<ResBody>>,
     ResBody: HttpBody<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
@@ -159,9 +157,9 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::ReadingBody { start } => {
+                StateProj::Starting { start } => {
                     let start = ready!(start.as_mut().poll(cx));
-                    let config = this.config.as_ref().expect("kept while reading the body");
+                    let config = this.config.as_ref().expect("kept while starting");
                     this.state.set(call(start, this.service, config));
                 }
                 StateProj::Acquiring { acquiring } => {
@@ -199,17 +197,16 @@ where
                             let Some(guard) = guard.take() else {
                                 return Poll::Pending;
                             };
-                            let key = guard.key().clone();
-                            let response = config.options.respond(LockRejection::Lost { key });
+                            let response = config.options.respond(guard.lost_rejection());
                             this.state.set(ResponseState::Releasing {
-                                release: release(guard),
+                                release: guard.release(),
                                 output: Some(Ok(Answer::Rejection(response))),
                             });
                             continue;
                         }
                     };
                     *watchdog = Watchdog::Off;
-                    let pending = match guard.take().map(release_now) {
+                    let pending = match guard.take().map(RequestGuard::release_now) {
                         Some(Err(release)) => release,
                         Some(Ok(())) | None => {
                             this.state.set(ResponseState::Done);
@@ -227,64 +224,23 @@ where
                     this.state.set(ResponseState::Done);
                     return Poll::Ready(output.map(Answer::into_response));
                 }
-                StateProj::Done => panic!("ResponseFuture polled after completion"),
+                StateProj::Done => panic!("LockResponseFuture polled after completion"),
             }
         }
     }
 }
 
 /// Calls the inner service that was polled ready, once the start is over.
-fn call<S>(
-    start: Start,
+fn call<S, B>(
+    start: Start<B>,
     service: &mut Option<S>,
     config: &Arc<Config>,
-) -> ResponseState<S::Future, S::Response, S::Error>
+) -> ResponseState<S::Future, S::Response, S::Error, B>
 where
-    S: Service<Request<Body>>,
+    S: Service<Request<LockRequestBody<B>>>,
 {
     let mut service = service
         .take()
         .expect("the service is called once, after the lock is taken");
-    ResponseFuture::started(start, &mut service, config).state
-}
-
-/// Completes when an explicit lease is lost (ended, or found gone).
-fn lease_end(guard: &LockGuard) -> InlineWatchdog {
-    let loss = guard.loss();
-    Box::pin(async move { loss.lost().await })
-}
-
-/// Releases at once when the backend can; otherwise the future that releases.
-fn release_now(guard: LockGuard) -> Result<(), BoxFuture<()>> {
-    match guard.release_now() {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) => {
-            throttled!(warn, %error, "tower-lock: release failed; the lock ends with its lease");
-            Ok(())
-        }
-        Err(guard) => Err(release(guard)),
-    }
-}
-
-/// Releases before the response goes out; while the backend cannot be reached, the
-/// response goes out at once and the release is retried in the background.
-fn release(guard: LockGuard) -> BoxFuture<()> {
-    Box::pin(async move {
-        let key = guard.key().clone();
-        log_release(&key, guard.release_promptly().await);
-    })
-}
-
-/// Warns of a layer's release (before its response) that failed, or goes on in the
-/// background because the backend cannot be reached (`None`).
-pub(crate) fn log_release(key: &LockKey, outcome: Option<Result<Released, BackendError>>) {
-    match outcome {
-        Some(Err(error)) => {
-            throttled!(warn, %key, %error, "tower-lock: release failed; the lock ends with its lease");
-        }
-        None => {
-            throttled!(warn, %key, "tower-lock: lock backend unreachable; answering now and releasing in the background");
-        }
-        Some(Ok(_)) => {}
-    }
+    LockResponseFuture::started(start, &mut service, config).state
 }

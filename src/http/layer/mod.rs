@@ -7,6 +7,37 @@
 //! If the response future is dropped (client gone, a timeout above), the lock is released
 //! at once in the background.
 //!
+//! # Several keys
+//! A request that must hold several locks at once — moving money between two accounts holds
+//! both — names them with [`LockLayer::by_path_params`], [`LockLayer::by_sources`] or
+//! [`LockLayer::by_names_fn`]. The keys are taken in one canonical order (sorted), so a
+//! transfer 7 → 9 and a transfer 9 → 7 never wait for each other in a circle; all or
+//! nothing (a busy key after the wait answers 409 and leaves the other keys free); a key
+//! named twice (`/transfers/7/7`) is taken once. The request then carries a
+//! [`HeldMultiLock`](crate::HeldMultiLock) instead of a [`HeldLock`](crate::HeldLock);
+//! everything else (kinds, answers, options) is the same.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use axum::{extract::Path, routing::post, Router};
+//! use tower_lock::{LockLayer, LockManager};
+//! # use tower::ServiceExt;
+//!
+//! async fn transfer(Path((from, to)): Path<(u64, u64)>) -> String {
+//!     // No other transfer touching account `from` or account `to` runs now.
+//!     format!("moved money from {from} to {to}")
+//! }
+//!
+//! let app = Router::new()
+//!     .route("/transfers/{from}/{to}", post(transfer))
+//!     .route_layer(
+//!         LockLayer::by_path_params("account:", ["from", "to"]).manager(LockManager::memory()),
+//!     );
+//! # let response = app.oneshot(http::Request::post("/transfers/7/9").body(axum::body::Body::empty()).unwrap()).await.unwrap();
+//! # assert_eq!(response.status(), 200);
+//! # }
+//! ```
+//!
 //! # Placement
 //! Path parameters exist only after routing: add the layer with `Router::route_layer`, or
 //! with `Router::layer` on a router of routes. A layer around the whole app (outside
@@ -38,30 +69,37 @@
 
 pub(crate) mod body;
 pub(crate) mod future;
+mod keys;
 mod kinds;
+pub(crate) mod naming;
 pub(crate) mod options;
+mod request_body;
+mod request_guard;
 pub(crate) mod response_body;
-pub(crate) mod service;
+mod service;
 mod start;
 
 use std::fmt;
 use std::sync::Arc;
 
+use http::request::Parts;
 use tower_layer::Layer;
 
 pub use body::{DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
-pub use future::ResponseFuture;
+pub use future::LockResponseFuture;
+pub use keys::DEFAULT_MAX_KEYS;
+pub use request_body::LockRequestBody;
 pub use response_body::LockResponseBody;
 pub use service::Lock;
 
+use keys::LayerKeys;
 pub(crate) use kinds::LayerKinds;
-use options::{layer_options, LayerOptions};
+use naming::Naming;
+use options::LayerOptions;
 
 use crate::engine::LockManager;
 use crate::http::extract::Lockable;
 use crate::http::key_source::KeySource;
-use crate::http::rejection::{BusyAnswer, LockRejection};
-use crate::key::LockKey;
 
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
@@ -69,36 +107,40 @@ use crate::key::LockKey;
 /// key `<param>:<value>` (e.g. `orderId:42`; `%`, `{`, `}` in the value are
 /// percent-escaped) under the manager's prefix, busy → 409, missing
 /// key → 400, backend down → 503 (fail closed), lock lost → keep going; a busy answer
-/// carries `Retry-After: 1`.
+/// carries `Retry-After: 1`; at most [`DEFAULT_MAX_KEYS`] names per request from a
+/// [`by_names_fn`](LockLayer::by_names_fn) function.
 #[derive(Clone)]
 pub struct LockLayer {
     config: Arc<Config>,
 }
 
-type NameFn = dyn Fn(&str) -> Result<String, String> + Send + Sync;
-
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) source: KeySource,
-    /// Raw value → lock name.
-    pub(crate) naming: Naming,
+    /// Where the keys come from, and how a raw value becomes a lock's name.
+    pub(crate) keys: LayerKeys,
     /// Which kind of lock a request takes.
     pub(crate) kinds: LayerKinds,
     pub(crate) options: LayerOptions,
 }
 
 impl LockLayer {
-    /// Locks on a key read from `source`, named `<prefix><value>`.
-    pub fn new(source: KeySource) -> Self {
-        let prefix = source.default_prefix();
+    fn with_keys(keys: LayerKeys) -> Self {
         LockLayer {
             config: Arc::new(Config {
-                source,
-                naming: Naming::Prefixed(prefix.into()),
+                keys,
                 kinds: LayerKinds::Plain,
                 options: LayerOptions::default(),
             }),
         }
+    }
+
+    /// Locks on a key read from `source`, named `<prefix><value>`.
+    pub fn new(source: KeySource) -> Self {
+        let prefix = source.default_prefix();
+        Self::with_keys(LayerKeys::One {
+            source,
+            naming: Naming::Prefixed(prefix.into()),
+        })
     }
 
     /// Locks on a path parameter of the matched route (key `<param>:<value>`, e.g.
@@ -122,9 +164,7 @@ impl LockLayer {
     /// Locks on a key computed from the request parts; `None` means missing (400). The key
     /// is used as it is (no prefix unless [`key_prefix`](Self::key_prefix) sets one), but
     /// for `%`, `{` and `}`, percent-escaped as in every request value.
-    pub fn by_fn(
-        f: impl Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
-    ) -> Self {
+    pub fn by_fn(f: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static) -> Self {
         Self::new(KeySource::from_fn(f))
     }
 
@@ -133,10 +173,77 @@ impl LockLayer {
     /// the extractor exclude each other on the same value, and a handler using both enters
     /// the layer's lock again instead of waiting for itself.
     pub fn for_key<K: Lockable>() -> Self {
-        let mut layer = Self::new(K::source());
-        layer.config_mut().naming =
-            Naming::Parsed(Arc::new(|raw: &str| K::parse(raw).map(|k| k.lock_name())));
-        layer
+        Self::with_keys(LayerKeys::One {
+            source: K::source(),
+            naming: Naming::Parsed(Arc::new(|raw: &str| K::parse(raw).map(|k| k.lock_name()))),
+        })
+    }
+
+    /// Locks on the values of several key sources together, each named `<prefix><value>`
+    /// (`%`, `{` and `}` in a value percent-escaped). One prefix for all: the values name
+    /// the same kind of thing, so that `/transfers/7/9` and `/transfers/9/7` lock the same
+    /// two keys. See [several keys](crate::layer#several-keys).
+    ///
+    /// # Panics
+    /// When `sources` is empty (a layer that locks nothing is a mistake in the router's
+    /// setup, found when it is built).
+    pub fn by_sources(
+        prefix: impl Into<String>,
+        sources: impl IntoIterator<Item = KeySource>,
+    ) -> Self {
+        let sources: Arc<[KeySource]> = sources.into_iter().collect();
+        assert!(
+            !sources.is_empty(),
+            "LockLayer::by_sources needs at least one key source"
+        );
+        Self::with_keys(LayerKeys::Sources {
+            sources,
+            naming: Naming::Prefixed(prefix.into().into()),
+        })
+    }
+
+    /// Locks on several path parameters of the matched route together, e.g.
+    /// `["from", "to"]` for `/transfers/{from}/{to}`, each named `<prefix><value>` (see
+    /// [`by_sources`](Self::by_sources)).
+    ///
+    /// # Panics
+    /// When `params` is empty.
+    pub fn by_path_params<I>(prefix: impl Into<String>, params: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        Self::by_sources(prefix, params.into_iter().map(KeySource::path))
+    }
+
+    /// Locks on the names `f` returns for the request's parts, together, under the
+    /// manager's prefix, with `%`, `{` and `}` percent-escaped as [`by_fn`](Self::by_fn)
+    /// does (request input never makes a Redis Cluster hash tag); `None` or no names means
+    /// missing (400, or unlocked with [`allow_missing_key`](Self::allow_missing_key)). More
+    /// than [`max_keys`](Self::max_keys) names is a 400; an invalid name (empty, too long)
+    /// too.
+    ///
+    /// ```
+    /// use tower_lock::LockLayer;
+    ///
+    /// // `POST /orders/merge?into=7&from=9`: both orders are locked.
+    /// let layer = LockLayer::by_names_fn(|parts| {
+    ///     let query = parts.uri.query()?;
+    ///     let names = query
+    ///         .split('&')
+    ///         .filter_map(|pair| pair.split_once('='))
+    ///         .filter(|(key, _)| *key == "into" || *key == "from")
+    ///         .map(|(_, id)| format!("order:{id}"))
+    ///         .collect();
+    ///     Some(names)
+    /// });
+    /// # let _ = layer;
+    /// ```
+    pub fn by_names_fn(f: impl Fn(&Parts) -> Option<Vec<String>> + Send + Sync + 'static) -> Self {
+        Self::with_keys(LayerKeys::Names {
+            names: Arc::new(f),
+            max: DEFAULT_MAX_KEYS,
+        })
     }
 
     pub(super) fn config_mut(&mut self) -> &mut Config {
@@ -148,9 +255,29 @@ impl LockLayer {
     }
 
     /// Names locks `<prefix><value>` instead of `<param>:<value>`, e.g. the route's name,
-    /// so that keys of different routes never collide.
+    /// so that keys of different routes never collide. (A layer of several key sources has
+    /// its prefix from [`by_sources`](Self::by_sources); a names function's names are used
+    /// as they are.)
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.config_mut().naming = Naming::Prefixed(prefix.into().into());
+        let prefix: Arc<str> = prefix.into().into();
+        match &mut self.config_mut().keys {
+            LayerKeys::One { naming, .. } | LayerKeys::Sources { naming, .. } => {
+                *naming = Naming::Prefixed(prefix);
+            }
+            LayerKeys::Names { .. } => {}
+        }
+        self
+    }
+
+    /// The most names [`by_names_fn`](Self::by_names_fn)'s function may return for one
+    /// request (counted before duplicates are dropped; default [`DEFAULT_MAX_KEYS`]); a
+    /// request naming more is answered 400 before any lock is asked for. Bounds what a
+    /// request can make the layer do. (Key sources give one key each: as many as the layer
+    /// has; this limit is for a names function only.)
+    pub fn max_keys(mut self, max: usize) -> Self {
+        if let LayerKeys::Names { max: limit, .. } = &mut self.config_mut().keys {
+            *limit = max;
+        }
         self
     }
 
@@ -159,84 +286,29 @@ impl LockLayer {
     /// cost per request).
     ///
     /// [`Locked<K>`](crate::Locked) extractors behind the layer find the manager through
-    /// the request's [`HeldLock`](crate::HeldLock) (and, on a request that runs unlocked,
-    /// in the extensions). It is not put in the extensions of the requests it locks:
-    /// handlers that take `Extension<LockManager>` need `.layer(Extension(manager))`.
+    /// the request's [`HeldLock`](crate::HeldLock) or [`HeldMultiLock`](crate::HeldMultiLock)
+    /// (and, on a request that runs unlocked, in the extensions). It is not put in the
+    /// extensions of the requests it locks: handlers that take `Extension<LockManager>`
+    /// need `.layer(Extension(manager))`.
     pub fn manager(mut self, manager: LockManager) -> Self {
         self.options_mut().manager = Some(manager);
         self
     }
-
-    layer_options!();
-}
-
-/// How a request's raw key value becomes its lock's name.
-#[derive(Clone)]
-pub(crate) enum Naming {
-    /// `<prefix><value>`, with `%`, `{` and `}` in the value percent-escaped (braces
-    /// would make a Redis Cluster hash tag of the value).
-    Prefixed(Arc<str>),
-    /// A [`Lockable`]'s parse and name.
-    Parsed(Arc<NameFn>),
-}
-
-impl Naming {
-    /// The key of `raw`'s lock, or the rejection of a value that names none.
-    pub(crate) fn key(
-        &self,
-        manager: &LockManager,
-        source: &KeySource,
-        raw: &str,
-    ) -> Result<LockKey, LockRejection> {
-        let key = match self {
-            Naming::Prefixed(prefix) => match escaped(raw) {
-                Some(escaped) => manager.joined_key(&[prefix, &escaped]),
-                None => manager.joined_key(&[prefix, raw]),
-            },
-            Naming::Parsed(name) => match name(raw) {
-                Ok(name) => manager.key(&name),
-                Err(reason) => {
-                    let what = source.describe();
-                    return Err(LockRejection::InvalidKey { what, reason });
-                }
-            },
-        };
-        // Naming only fails with `InvalidName` (a 400), so the busy answer is not used.
-        key.map_err(|error| {
-            LockRejection::from_error(error, &source.describe(), BusyAnswer::default())
-        })
-    }
-}
-
-/// `raw` with `%`, `{` and `}` percent-escaped, or `None` when it has none of them.
-pub(crate) fn escaped(raw: &str) -> Option<String> {
-    if !raw.bytes().any(|byte| matches!(byte, b'%' | b'{' | b'}')) {
-        return None;
-    }
-    let mut name = String::with_capacity(raw.len() + 8);
-    for c in raw.chars() {
-        match c {
-            '%' => name.push_str("%25"),
-            '{' => name.push_str("%7B"),
-            '}' => name.push_str("%7D"),
-            c => name.push(c),
-        }
-    }
-    Some(name)
 }
 
 impl<S> Layer<S> for LockLayer {
     type Service = Lock<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Lock::new(inner, self.config.clone())
+        Lock::new(inner, self.clone())
     }
 }
 
 impl fmt::Debug for LockLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockLayer")
-            .field("source", &self.config.source)
+            .field("keys", &self.config.keys)
+            .field("kinds", &self.config.kinds)
             .field("wait", &self.config.options.wait)
             .field("lease", &self.config.options.lease)
             .field("busy", &self.config.options.busy)
