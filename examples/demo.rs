@@ -18,7 +18,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tower_lock::{LockLayer, LockManager};
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 /// Simulated work per payment.
 const WORK: Duration = Duration::from_millis(150);

@@ -14,7 +14,9 @@ use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use tower_lock::{KeySource, LockLayer, LockManager, Lockable, Locked};
+use tower_lock::extract::{KeySource, Lockable, Locked};
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 /// Simulated payment work, long enough to see two payments of one order queue up.
 const PAYMENT_WORK: Duration = Duration::from_secs(2);

@@ -1,5 +1,7 @@
 use axum::{routing::post, Extension, Router};
-use tower_lock::{KeySource, LockLayer, LockManager, Lockable, Locked};
+use tower_lock::extract::{KeySource, Lockable, Locked};
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 /// An order number from the path; its lock is `order:<n>`.
 pub struct OrderId(u64);

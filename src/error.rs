@@ -50,9 +50,9 @@ pub enum LockError {
         /// The lock.
         key: LockKey,
         /// The kind the guard holds.
-        held: crate::LockKind,
+        held: crate::kind::LockKind,
         /// The kind asked for.
-        asked: crate::LockKind,
+        asked: crate::kind::LockKind,
     },
 }
 
@@ -82,7 +82,7 @@ impl fmt::Display for LockError {
                 record.len()
             ),
             LockError::KindMismatch { key, held, asked } => match (held, asked) {
-                (crate::LockKind::Read, crate::LockKind::Write) => write!(
+                (crate::kind::LockKind::Read, crate::kind::LockKind::Write) => write!(
                     f,
                     "lock `{key}`: a read hold cannot become a write hold (no upgrade); \
                      release the read lock, then take the write lock"
@@ -181,6 +181,6 @@ pub enum Released {
     NotHeld,
     /// This was the last hold, and the lock went straight to the next waiter in this
     /// process, without being free in between (Redis: one round trip per hand-over instead
-    /// of two; see [`LockManagerBuilder::hand_over_limit`](crate::LockManagerBuilder::hand_over_limit)).
+    /// of two; see [`LockManagerBuilder::hand_over_limit`](crate::manager::LockManagerBuilder::hand_over_limit)).
     HandedOver,
 }

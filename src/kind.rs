@@ -39,13 +39,13 @@ pub enum LockKind {
 
 /// Where the waiters of a kind wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Queue {
+pub(crate) enum WaitsIn {
     /// In this process's FIFO queue of the name; only its head asks the backend, when an
     /// unlock notice, a local release or the holder's lease gives it a reason.
-    Local,
+    LocalQueue,
     /// In the backend's own queue, shared by every process (each waiter has its place
     /// there and is woken by its own notice).
-    Backend,
+    BackendQueue,
 }
 
 /// What a holder of one kind may take again for the same owner (see [`LockKind::also`]).
@@ -65,7 +65,7 @@ pub(crate) struct Rules {
     /// Holders of this kind share the name with each other (readers).
     pub(crate) shared: bool,
     /// Where its waiters wait.
-    pub(crate) queue: Queue,
+    pub(crate) waits_in: WaitsIn,
     /// A last release may hand the lock straight to the next local waiter, in the
     /// release's own backend step (a queue of this kind's waiters all take it alone).
     pub(crate) hands_over: bool,
@@ -99,7 +99,7 @@ impl LockKind {
     pub(crate) const fn rules(self) -> Rules {
         const ALONE: Rules = Rules {
             shared: false,
-            queue: Queue::Local,
+            waits_in: WaitsIn::LocalQueue,
             hands_over: false,
             fenced: false,
             taken_in_process: false,
@@ -122,7 +122,7 @@ impl LockKind {
                 ..ALONE
             },
             LockKind::Fair => Rules {
-                queue: Queue::Backend,
+                waits_in: WaitsIn::BackendQueue,
                 ..ALONE
             },
             LockKind::Fenced => Rules {

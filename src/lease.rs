@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// How long before a lease could end its holder is told that the lock may be lost: the
-/// loss signal fires (and [`is_lost`](crate::LockGuard::is_lost) turns `true`) at
+/// loss signal fires (and [`is_lost`](crate::lock::LockGuard::is_lost) turns `true`) at
 /// `lease end − margin`, with `margin = lease × per_lease + fixed`, at most a third of the
 /// lease. The default, 1 % of the lease plus 2 ms, is Redlock's clock-drift allowance.
 ///
@@ -12,11 +12,11 @@ use std::time::Duration;
 /// plus the lease; Redis counts from when it *ran* the command, a little later. Yet
 /// clocks drift, and a holder that acts on the signal (stops writing, aborts its request)
 /// needs time to stop: the margin is that time. Set it with
-/// [`LockManagerBuilder::loss_margin`](crate::LockManagerBuilder::loss_margin).
+/// [`LockManagerBuilder::loss_margin`](crate::manager::LockManagerBuilder::loss_margin).
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_lock::LossMargin;
+/// use tower_lock::lock::LossMargin;
 ///
 /// let margin = LossMargin::default().for_lease(Duration::from_secs(30));
 /// assert_eq!(margin, Duration::from_millis(302));
@@ -86,8 +86,8 @@ mod tests {
             fixed: Duration::MAX,
         };
         assert_eq!(
-            whole.for_lease(crate::MAX_LEASE),
-            crate::MAX_LEASE / 3,
+            whole.for_lease(crate::engine::MAX_LEASE),
+            crate::engine::MAX_LEASE / 3,
             "clamped, no overflow"
         );
     }

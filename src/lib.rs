@@ -1,10 +1,24 @@
-#![doc = include_str!("docs/crate.md")]
+// The guide's examples use the HTTP layer and the Redis backend: shown whole with the
+// default features (and on docs.rs), in short without them.
+#![cfg_attr(
+    all(feature = "axum", feature = "redis", feature = "idempotency"),
+    doc = include_str!("docs/crate.md")
+)]
+#![cfg_attr(
+    not(all(feature = "axum", feature = "redis", feature = "idempotency")),
+    doc = "Request-scoped distributed locks: a [`LockManager`] hands out locks that a \
+           watchdog keeps alive while held. Built without some of its default features \
+           (`redis`, `axum`, `idempotency`); the guide is on the crate's front page with \
+           them."
+)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backend;
 mod engine;
 mod error;
+#[cfg(feature = "axum")]
+pub mod extract;
 #[cfg(feature = "axum")]
 mod http;
 #[cfg(feature = "idempotency")]
@@ -13,15 +27,15 @@ mod join;
 mod key;
 mod kind;
 mod lease;
+pub mod lock;
+pub mod manager;
+#[cfg(feature = "axum")]
+pub mod rejection;
 mod telemetry;
 mod wait;
 
-pub use engine::{
-    LockGuard, LockManager, LockManagerBuilder, LockRequest, LossSignal, ManagerStats, ManyNames,
-    MultiLockGuard, MultiLockRequest, OneName, DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT,
-    DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,
-};
-pub use error::{BackendError, LockError, Released};
+pub use engine::LockManager;
+pub use error::LockError;
 /// The Redis client that tower-lock is built on, re-exported so that a connection can be
 /// configured and handed over with the very fred version tower-lock uses: a `Config`
 /// (TLS, credentials, Sentinel, Cluster) for [`RedisBackend::from_config`], or clients of
@@ -40,16 +54,7 @@ pub use error::{BackendError, LockError, Released};
 #[cfg(feature = "redis")]
 pub use fred;
 #[cfg(feature = "axum")]
-pub use http::{
-    extract, layer, layer::LockResponseBody, FairLocked, FencedLocked, Held, HeldLock,
-    HeldMultiLock, KeySource, LockLayer, LockManagerState, LockRejection, Lockable, Locked,
-    MultiLocked, ReadLocked, WriteLocked, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS,
-};
-#[cfg(feature = "idempotency")]
-pub use idempotency::IdempotencyLayer;
-pub use key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
-pub use kind::LockKind;
-pub use lease::LossMargin;
+pub use http::layer;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(all(doctest, feature = "redis", feature = "axum"))]

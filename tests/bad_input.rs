@@ -12,8 +12,10 @@ use fred::util::redis_keyslot;
 use http::{Request, StatusCode};
 use proptest::prelude::*;
 use tower::ServiceExt;
-use tower_lock::backend::redis::unlock_channel;
-use tower_lock::{HeldLock, LockLayer, LockManager};
+use tower_lock::backend::unlock_channel;
+use tower_lock::extract::HeldLock;
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 struct Fixture {
     runtime: tokio::runtime::Runtime,
@@ -89,7 +91,7 @@ fn check(status: StatusCode, body: &str, prefix: &str, value: &[u8]) -> Result<(
                     .replace('{', "%7B")
                     .replace('}', "%7D")
             );
-            if name.len() > tower_lock::DEFAULT_MAX_NAME_LEN {
+            if name.len() > tower_lock::lock::DEFAULT_MAX_NAME_LEN {
                 prop_assert_eq!(status, StatusCode::BAD_REQUEST, "{}", body);
                 prop_assert!(body.contains("limit"), "{}", body);
             } else {

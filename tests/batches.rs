@@ -13,9 +13,10 @@ use fred::prelude::*;
 use support::cluster::RedisCluster;
 use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
-use tower_lock::backend::redis::unlock_channel;
+use tower_lock::backend::unlock_channel;
 use tower_lock::backend::RedisBackend;
-use tower_lock::{LockError, LockGuard, LockManager, Released};
+use tower_lock::lock::{LockGuard, Released};
+use tower_lock::{LockError, LockManager};
 
 /// Pauses `server` and starts three tries: two take both send slots and the third
 /// queues, so that the operations started next queue behind it and go together.

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use support::RedisServer;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 /// A process waiting for one turn of the fair lock `name`.
 fn fair_turn(url: &str, name: &str, queue_timeout_ms: &str, mark: &str) -> Child {

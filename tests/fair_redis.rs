@@ -11,7 +11,8 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::RedisServer;
 use tower_lock::backend::{Backend, FairArgs, FairAttempt, RedisBackend};
-use tower_lock::{LockManager, OwnerId, Released};
+use tower_lock::lock::{OwnerId, Released};
+use tower_lock::LockManager;
 
 /// A release publishes `0` to the head's channel and to no other: the plain lock's channel
 /// and the second waiter's hear nothing. Deadlines are epoch ms of the server's clock.
@@ -125,7 +126,7 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
         stuck
             .release(tower_lock::backend::ReleaseArgs {
                 key: key.clone(),
-                kind: tower_lock::LockKind::Fair,
+                kind: tower_lock::lock::LockKind::Fair,
                 owner: OwnerId::from_raw("stuck:1"),
                 lease: Duration::from_secs(30),
                 expected: 1,

@@ -12,7 +12,8 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
-use tower_lock::{LockManager, DEFAULT_HAND_OVER_LIMIT};
+use tower_lock::manager::DEFAULT_HAND_OVER_LIMIT;
+use tower_lock::LockManager;
 
 const TASKS: usize = 30;
 const HOLD: Duration = Duration::from_millis(20);

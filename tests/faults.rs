@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use fred::prelude::*;
 use support::RedisServer;
 use tower_lock::backend::RedisBackend;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_at_start_is_a_clear_error() {

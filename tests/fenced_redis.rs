@@ -5,7 +5,8 @@
 mod support;
 
 use fred::prelude::*;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_holding_other_data_refuses_the_acquisition_and_takes_nothing() {

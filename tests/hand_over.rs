@@ -12,7 +12,8 @@ use fred::prelude::*;
 use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
 use tokio::task::JoinHandle;
-use tower_lock::{LockError, LockGuard, LockManager, OwnerId, Released};
+use tower_lock::lock::{LockGuard, OwnerId, Released};
+use tower_lock::{LockError, LockManager};
 
 type Waiter = JoinHandle<Result<LockGuard, LockError>>;
 

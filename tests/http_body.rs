@@ -13,7 +13,8 @@ use support::http::{read, request, serve};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tower_lock::{LockLayer, LockManager};
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 /// Sends the head of a POST with a body of `length` bytes and its first `first` bytes.
 async fn start_upload(
@@ -134,7 +135,7 @@ async fn a_streamed_body_arrives_under_the_lock() {
 async fn a_non_axum_response_body_passes_through() {
     use http_body_util::BodyExt;
     use tower::{Layer, ServiceExt};
-    use tower_lock::LockResponseBody;
+    use tower_lock::layer::LockResponseBody;
 
     let locks = LockManager::memory();
     let held = locks.clone();

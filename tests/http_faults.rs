@@ -13,7 +13,9 @@ use http::{Request, StatusCode};
 use support::RedisServer;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
-use tower_lock::{HeldLock, LockLayer, LockManager};
+use tower_lock::extract::HeldLock;
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 async fn call(app: &Router, uri: &str) -> (StatusCode, Option<String>, String) {
     let response = app

@@ -18,7 +18,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tower::ServiceExt;
 use tower_lock::backend::MemoryBackend;
 use tower_lock::idempotency::{IdempotencyLayer, OnConcurrent};
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 /// One histogram's samples.
 #[derive(Default)]

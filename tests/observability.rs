@@ -12,7 +12,9 @@ use http::{Request, StatusCode};
 use support::suite::{backend_suite, BackendUnderTest};
 use support::trace::Capture;
 use tower::ServiceExt;
-use tower_lock::{LockLayer, LockManager, Released};
+use tower_lock::layer::LockLayer;
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 use tracing::Instrument;
 
 /// One acquisition of each outcome, the hold and its release, as spans: the acquisition's

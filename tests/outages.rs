@@ -10,7 +10,8 @@ use fred::prelude::*;
 use support::proxy::Proxy;
 use support::RedisServer;
 use tower_lock::backend::RedisBackend;
-use tower_lock::{LockError, LockManager, LossMargin, Released};
+use tower_lock::lock::{LossMargin, Released};
+use tower_lock::{LockError, LockManager};
 
 /// Far longer than any bound these tests put on an answer: with it, an answer that waits
 /// for the command time limit cannot pass for a prompt one.
@@ -20,7 +21,9 @@ const PROMPT: Duration = Duration::from_secs(2);
 
 async fn manager(
     url: &str,
-    configure: impl FnOnce(tower_lock::LockManagerBuilder) -> tower_lock::LockManagerBuilder,
+    configure: impl FnOnce(
+        tower_lock::manager::LockManagerBuilder,
+    ) -> tower_lock::manager::LockManagerBuilder,
 ) -> LockManager {
     let backend = RedisBackend::connect(url)
         .await

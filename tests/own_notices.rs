@@ -10,7 +10,8 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
-use tower_lock::{LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_release_leaves_no_notice_expected() {
@@ -23,7 +24,7 @@ async fn a_failed_release_leaves_no_notice_expected() {
     let holder = here.lock(&name).acquire().await.unwrap();
     let waiter = support::spawn_waiter(&here, &name, Duration::from_secs(30));
     support::eventually("the waiter listens", || async {
-        let channel = tower_lock::backend::redis::unlock_channel(holder.key());
+        let channel = tower_lock::backend::unlock_channel(holder.key());
         (support::numsub(&admin, &channel).await == 1).then_some(())
     })
     .await;

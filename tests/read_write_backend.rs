@@ -10,7 +10,8 @@ use fred::prelude::*;
 use support::backend_lock::BackendLock;
 use support::suite::{backend_suite, BackendUnderTest};
 use tower_lock::backend::Attempt;
-use tower_lock::{LockKind, LockManager, Released};
+use tower_lock::lock::{LockKind, Released};
+use tower_lock::LockManager;
 
 const LEASE: Duration = Duration::from_secs(30);
 

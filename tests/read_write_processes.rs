@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use fred::prelude::*;
 use support::RedisServer;
-use tower_lock::{LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 
 /// Reads counted by the reader process so far.
 async fn reads(redis: &Client, name: &str) -> i64 {

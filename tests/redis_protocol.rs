@@ -8,14 +8,14 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::redisson_scripts::RedissonScripts;
 use support::RedisServer;
-use tower_lock::backend::redis::unlock_channel;
+use tower_lock::backend::unlock_channel;
 use tower_lock::backend::RedisBackend;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 async fn manager() -> LockManager {
-    LockManager::redis(&support::shared_redis_url())
-        .await
-        .unwrap()
+    let redis = support::suite::BackendUnderTest::Redis;
+    redis.manager(LockManager::builder()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,7 +335,7 @@ async fn a_batch_carries_each_operations_own_arguments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_dropped_unpolled_free_their_send_slots() {
     use tower_lock::backend::{AcquireArgs, Attempt, Backend};
-    use tower_lock::{LockKind, OwnerId};
+    use tower_lock::lock::{LockKind, OwnerId};
 
     let backend = RedisBackend::connect(&support::shared_redis_url())
         .await

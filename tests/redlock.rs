@@ -13,7 +13,8 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::RedisServer;
 use tower_lock::backend::RedLockBackend;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 struct Nodes {
     servers: Vec<RedisServer>,

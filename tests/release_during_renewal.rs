@@ -18,10 +18,13 @@ use axum::Router;
 use http::{Request, StatusCode};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tower::ServiceExt;
+use tower_lock::backend::BackendError;
 use tower_lock::backend::{
     AcquireArgs, Attempt, Backend, BoxFuture, MemoryBackend, ReleaseArgs, ReleaseReply, RenewArgs,
 };
-use tower_lock::{BackendError, LockLayer, LockManager, Released};
+use tower_lock::layer::LockLayer;
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 
 const LEASE: Duration = Duration::from_secs(30);
 

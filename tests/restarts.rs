@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
-use tower_lock::{LockKind, LockManager, Released};
+use tower_lock::lock::{LockKind, Released};
+use tower_lock::LockManager;
 
 /// Waiters per round, over two managers (processes) and two names.
 const WAITERS: usize = 200;

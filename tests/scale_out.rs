@@ -8,9 +8,10 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::cluster::RedisCluster;
 use support::RedisServer;
-use tower_lock::backend::redis::unlock_channel;
+use tower_lock::backend::unlock_channel;
 use tower_lock::backend::{MissingAck, RedisBackend, ReplicaAck};
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 /// `count` tasks that each wait up to 20 s for `name`, then release it. The default lease
 /// is 30 s: a waiter that missed its wake-up times out.

@@ -12,7 +12,8 @@ use std::time::Duration;
 use fred::prelude::*;
 use support::proxy::Proxy;
 use tower_lock::backend::RedisBackend;
-use tower_lock::{LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unlock_before_redis_reads_the_subscribe_is_not_missed() {

@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fred::prelude::*;
 use fred::types::{Expiration, SetOptions};
-use tower_lock::{LockGuard, LockManager};
+use tower_lock::lock::LockGuard;
+use tower_lock::LockManager;
 
 use crate::stats::Span;
 

@@ -11,28 +11,29 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::error::{BackendError, Released};
+use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
 mod fair;
 mod fenced;
-pub mod memory;
+mod memory;
 mod notices;
 mod plain;
 mod read_write;
 #[cfg(feature = "redis")]
-pub mod redis;
+mod redis;
 #[cfg(feature = "redis")]
-pub mod redlock;
+mod redlock;
 
+pub use crate::error::BackendError;
 pub use fair::{FairArgs, FairAttempt};
 pub use memory::MemoryBackend;
 pub use notices::Notices;
 #[cfg(feature = "redis")]
-pub use redis::{MissingAck, RedisBackend, ReplicaAck};
+pub use redis::{unlock_channel, MissingAck, RedisBackend, ReplicaAck, DEFAULT_COMMAND_TIMEOUT};
 #[cfg(feature = "redis")]
-pub use redlock::RedLockBackend;
+pub use redlock::{RedLockBackend, DEFAULT_NODE_TIMEOUT};
 
 /// A boxed, sendable future that owns its data (it may outlive its caller: an operation whose
 /// caller went away is finished and cleaned up in the background).

@@ -1,17 +1,4 @@
-//! RedLock: a lock held on a majority of independent Redis masters (no replication between
-//! them), as the seed articles and Redisson's deprecated `RedissonRedLock` describe.
-//!
-//! Each node is an ordinary [`RedisBackend`] with Redisson's `RLock` layout. An
-//! acquisition asks every node at once, each bounded by the [node time
-//! limit](RedLockBackend::node_timeout); it holds when `N/2 + 1` nodes granted it and time
-//! is left of the lease after subtracting the time spent and a clock-drift margin
-//! (1 % of the lease + 2 ms). Otherwise every node is released (one whose answer did not
-//! arrive may have granted it). The manager's watchdog renews on every node; the lock is
-//! lost when fewer than a majority still hold it. Waiters listen on every node and try
-//! again when any publishes an unlock: no polling.
-//!
-//! Read `docs/redlock.md` before choosing it: its safety is contested, and a plain lock
-//! with replica acknowledgement or a fenced lock is usually the better choice.
+//! RedLock: a lock held on a majority of independent Redis masters.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,11 +17,23 @@ use crate::lease::LossMargin;
 /// How long one node may take to answer one operation, by default.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
 
-/// A [`Backend`] over N independent Redis masters (N = 3 or 5, usually): see the
-/// [module docs](self).
+/// A [`Backend`] for RedLock: a lock held on a majority of independent Redis masters (no replication between
+/// them), as the seed articles and Redisson's deprecated `RedissonRedLock` describe.
+///
+/// Each node is an ordinary [`RedisBackend`] with Redisson's `RLock` layout. An
+/// acquisition asks every node at once, each bounded by the [node time
+/// limit](RedLockBackend::node_timeout); it holds when `N/2 + 1` nodes granted it and time
+/// is left of the lease after subtracting the time spent and a clock-drift margin
+/// (1 % of the lease + 2 ms). Otherwise every node is released (one whose answer did not
+/// arrive may have granted it). The manager's watchdog renews on every node; the lock is
+/// lost when fewer than a majority still hold it. Waiters listen on every node and try
+/// again when any publishes an unlock: no polling.
+///
+/// Read `docs/redlock.md` before choosing it: its safety is contested, and a plain lock
+/// with replica acknowledgement or a fenced lock is usually the better choice.
 ///
 /// ```no_run
-/// # #[tokio::main] async fn main() -> Result<(), tower_lock::BackendError> {
+/// # #[tokio::main] async fn main() -> Result<(), tower_lock::backend::BackendError> {
 /// use tower_lock::backend::RedLockBackend;
 /// use tower_lock::LockManager;
 ///

@@ -42,7 +42,7 @@ impl LockManagerBuilder {
     }
 
     /// The lease of locks acquired without a [fixed lease](super::LockRequest::fixed_lease),
-    /// renewed every lease/3 by a watchdog while held (default [`DEFAULT_LEASE`], 30 s).
+    /// renewed every lease/3 by a watchdog while held (default [`DEFAULT_LEASE`](crate::manager::DEFAULT_LEASE), 30 s).
     /// Values under 3 ms are raised to 3 ms, values over [`MAX_LEASE`] lowered to it.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.settings.lease = lease.clamp(Duration::from_millis(3), MAX_LEASE);
@@ -50,14 +50,14 @@ impl LockManagerBuilder {
     }
 
     /// How long an acquisition waits when the request does not say (default
-    /// [`DEFAULT_WAIT`], 10 s).
+    /// [`DEFAULT_WAIT`](crate::manager::DEFAULT_WAIT), 10 s).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.settings.wait = wait;
         self
     }
 
     /// How many times in a row a last release may hand the lock straight to the next waiter
-    /// of this process (default [`DEFAULT_HAND_OVER_LIMIT`], 8); then one release frees it,
+    /// of this process (default [`DEFAULT_HAND_OVER_LIMIT`](crate::manager::DEFAULT_HAND_OVER_LIMIT), 8); then one release frees it,
     /// so that waiters of other processes get their chance. `0`: every release frees it.
     ///
     /// On Redis the release's own script run checks that the releaser still holds the lock
@@ -87,7 +87,7 @@ impl LockManagerBuilder {
     }
 
     /// How long a fair waiter's place in the queue lasts, per place ahead of it, when its
-    /// waiter stops asking (default [`DEFAULT_FAIR_QUEUE_TIMEOUT`], 5 minutes, Redisson's
+    /// waiter stops asking (default [`DEFAULT_FAIR_QUEUE_TIMEOUT`](crate::manager::DEFAULT_FAIR_QUEUE_TIMEOUT), 5 minutes, Redisson's
     /// `fairLockWaitTimeout`). A waiter's own is the shorter of this and its wait. A live
     /// waiter keeps its place however long the holder keeps the lock (it renews the place
     /// every third of this); one whose process died is dropped from the head of the queue
@@ -161,7 +161,7 @@ impl LockManager {
     /// When the URL is invalid or Redis cannot be reached.
     ///
     /// # Cancel safety
-    /// As [`LockManagerBuilder::redis`](crate::LockManagerBuilder::redis).
+    /// As [`LockManagerBuilder::redis`](crate::manager::LockManagerBuilder::redis).
     #[cfg(feature = "redis")]
     pub async fn redis(url: &str) -> Result<Self, BackendError> {
         Self::builder().redis(url).await

@@ -53,7 +53,7 @@ impl LockGuard {
     }
 
     /// The lease; renewed by a watchdog unless it is a
-    /// [fixed lease](crate::LockRequest::fixed_lease).
+    /// [fixed lease](crate::lock::LockRequest::fixed_lease).
     pub fn lease(&self) -> Duration {
         self.hold().lease()
     }
@@ -98,7 +98,7 @@ impl LockGuard {
     }
 
     /// Completes when the lock is lost: a renewal found it gone, or no renewal succeeded
-    /// (or a fixed lease ran) until a [`LossMargin`](crate::LossMargin) before the lease
+    /// (or a fixed lease ran) until a [`LossMargin`](crate::lock::LossMargin) before the lease
     /// could end.
     ///
     /// # Cancel safety
@@ -135,7 +135,7 @@ impl LockGuard {
     /// lease ran out, it was deleted) stores nothing over what a newer holder may store.
     /// The lock is freed (never handed over to a waiter of this process) and, until the
     /// record expires, acquisitions made
-    /// [`unless_recorded`](crate::LockRequest::unless_recorded) get the record instead of
+    /// [`unless_recorded`](crate::lock::LockRequest::unless_recorded) get the record instead of
     /// the lock. `Released::Unlocked`: stored; `NotHeld`: the lock was not held any more,
     /// nothing stored. With other holds of this owner left (a reentry), it is a plain
     /// release and stores nothing.
@@ -243,9 +243,15 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!release.is_finished(), "the release waits for the renewal");
         drop(renewing);
-        assert_eq!(release.await.unwrap().unwrap(), crate::Released::Unlocked);
+        assert_eq!(
+            release.await.unwrap().unwrap(),
+            crate::error::Released::Unlocked
+        );
         let again = locks.lock("renewing").try_acquire().await.expect("free");
-        assert_eq!(again.release().await.unwrap(), crate::Released::Unlocked);
+        assert_eq!(
+            again.release().await.unwrap(),
+            crate::error::Released::Unlocked
+        );
         assert_eq!(locks.stats(), Default::default());
     }
 }

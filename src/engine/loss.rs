@@ -11,11 +11,11 @@ use tokio::time::Instant;
 
 /// Completes or reports `true` once the lock may no longer be held by its owner: a renewal
 /// found it gone, no renewal succeeded by the loss deadline, or (with an explicit lease)
-/// the loss deadline passed. The loss deadline is a [`LossMargin`] before the lease could
+/// the loss deadline passed. The loss deadline is a [`LossMargin`](crate::lock::LossMargin) before the lease could
 /// end.
 ///
 /// Cheap to clone; every clone watches the same hold (or, for a
-/// [multi-lock](crate::MultiLockGuard::loss), the same holds: it fires when any of them is
+/// [multi-lock](crate::lock::MultiLockGuard::loss), the same holds: it fires when any of them is
 /// lost).
 #[derive(Clone, Debug)]
 pub struct LossSignal {

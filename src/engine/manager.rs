@@ -77,7 +77,7 @@ impl LockManager {
     }
 
     /// A request for the write side of the read-write lock `name`: one writer, and no
-    /// reader but the writer itself ([`LockGuard::read_lock`](crate::LockGuard::read_lock)
+    /// reader but the writer itself ([`LockGuard::read_lock`](crate::lock::LockGuard::read_lock)
     /// downgrades), in this process and others (Redisson's `RReadWriteLock.writeLock()`;
     /// see [`LockKind::Write`]).
     pub fn write_lock(&self, name: impl AsRef<str>) -> LockRequest {
@@ -91,7 +91,7 @@ impl LockManager {
     /// share it), keeps it while it waits however long the holder keeps the lock, and is
     /// told alone when its turn comes; a waiter whose process died is dropped from the
     /// head of the queue within its wait (or the
-    /// [queue timeout](crate::LockManagerBuilder::fair_queue_timeout)). A waiter whose
+    /// [queue timeout](crate::manager::LockManagerBuilder::fair_queue_timeout)). A waiter whose
     /// acquisition is dropped leaves the queue. A single try
     /// ([`try_acquire`](LockRequest::try_acquire)) never queues, and takes the lock only
     /// when nobody queues for it.
@@ -123,7 +123,7 @@ impl LockManager {
 
     /// A request for the fenced lock `name`: one holder at a time, like
     /// [`lock`](Self::lock) (and excluded by it), and every acquisition, reentry included,
-    /// gets a [fencing token](crate::LockGuard::fencing_token) greater than every one given
+    /// gets a [fencing token](crate::lock::LockGuard::fencing_token) greater than every one given
     /// before for the name. Redis: Redisson's `RFencedLock` (the counter
     /// `redisson_lock_token:{name}` is INCRed in the acquisition's script; it never
     /// expires: see `docs/fenced-locks.md`). Its release is never handed over to a waiter
@@ -179,7 +179,7 @@ impl LockManager {
     ///
     /// # Errors
     /// [`LockError::InvalidName`] for an empty name, one over the
-    /// [length limit](LockManagerBuilder::max_name_len), or one the backend cannot lock
+    /// [length limit](crate::manager::LockManagerBuilder::max_name_len), or one the backend cannot lock
     /// safely (on Redis Cluster, braces that form no hash tag).
     pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
         self.joined_key(&[name])

@@ -13,7 +13,7 @@ use super::shared::ManagerInner;
 use crate::backend::Attempt;
 use crate::error::{BackendError, LockError};
 use crate::key::LockKey;
-use crate::kind::{LockKind, Queue};
+use crate::kind::{LockKind, WaitsIn};
 use crate::telemetry;
 
 /// A lock request: set how long to wait and the lease, then `acquire`. For one lock
@@ -82,10 +82,10 @@ impl<Names> LockRequest<Names> {
     }
 
     /// A fixed lease: the lock ends after `lease` unless released, and no watchdog renews
-    /// it (without this, the manager's [lease](crate::LockManagerBuilder::lease) is renewed
+    /// it (without this, the manager's [lease](crate::manager::LockManagerBuilder::lease) is renewed
     /// every third of it while the guard lives; for a multi-lock, each part's lease runs
     /// from its own acquisition). Values under 1 ms are raised to 1 ms, values over
-    /// [`MAX_LEASE`](crate::MAX_LEASE) (about 100 years) lowered to it.
+    /// [`MAX_LEASE`](crate::manager::MAX_LEASE) (about 100 years) lowered to it.
     pub fn fixed_lease(mut self, lease: Duration) -> Self {
         self.fixed_lease = Some(bounded_lease(lease));
         self
@@ -280,9 +280,9 @@ impl LockRequest {
         if !inner.store().is_available() && !self.waiting_already {
             return Err(LockError::Unavailable(super::acquire::backend_down(inner)));
         }
-        match want.kind.rules().queue {
-            Queue::Backend => FairAcquisition::new(inner, want, self.wait).run().await,
-            Queue::Local => {
+        match want.kind.rules().waits_in {
+            WaitsIn::BackendQueue => FairAcquisition::new(inner, want, self.wait).run().await,
+            WaitsIn::LocalQueue => {
                 Acquisition::new(inner, want, self.wait)
                     .waiting_already(self.waiting_already)
                     .run()
@@ -379,6 +379,6 @@ mod tests {
             "{error}"
         );
         let released = runtime.block_on(held.release()).unwrap();
-        assert_eq!(released, crate::Released::Unlocked);
+        assert_eq!(released, crate::error::Released::Unlocked);
     }
 }

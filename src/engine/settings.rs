@@ -14,13 +14,13 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// Default number of hand-overs in a row to waiters of the same process (see
-/// [`LockManagerBuilder::hand_over_limit`](crate::LockManagerBuilder::hand_over_limit)).
+/// [`LockManagerBuilder::hand_over_limit`](crate::manager::LockManagerBuilder::hand_over_limit)).
 pub const DEFAULT_HAND_OVER_LIMIT: u32 = 8;
 
 /// Default time an acquisition waits for a busy lock.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 
-/// Default [queue timeout](crate::LockManagerBuilder::fair_queue_timeout) of fair locks: Redisson's
+/// Default [queue timeout](crate::manager::LockManagerBuilder::fair_queue_timeout) of fair locks: Redisson's
 /// default `fairLockWaitTimeout`, 5 minutes.
 pub const DEFAULT_FAIR_QUEUE_TIMEOUT: Duration = Duration::from_secs(300);
 

@@ -7,7 +7,7 @@ use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use http::request::Parts;
 
 use crate::engine::{LockGuard, LossSignal};
-use crate::http::extract::{lock_value, locked_extractor, Held, Lockable};
+use crate::http::locked::{lock_value, locked_extractor, Held, Lockable};
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
@@ -16,18 +16,19 @@ use crate::kind::LockKind;
 /// Extracts `K` and holds its **fair** lock while the handler runs: requests for the same
 /// key get in one at a time, in the order they arrived, across every process (see
 /// [`LockManager::fair_lock`](crate::LockManager::fair_lock)). Otherwise as
-/// [`Locked<K>`](crate::Locked): same manager lookup, statuses and release; a request
+/// [`Locked<K>`](crate::extract::Locked): same manager lookup, statuses and release; a request
 /// whose wait ends, or that is dropped, leaves the queue.
 ///
-/// Under a [`LockLayer`](crate::LockLayer) that holds the same key with
-/// [`fair`](crate::LockLayer::fair), it reenters the layer's hold; under a layer that holds
+/// Under a [`LockLayer`](crate::layer::LockLayer) that holds the same key with
+/// [`fair`](crate::layer::LockLayer::fair), it reenters the layer's hold; under a layer that holds
 /// another kind of lock on the key, the request is answered 500 with
 /// [`LockRejection::KindMismatch`], which names the fix.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use axum::{routing::post, Extension, Router};
-/// use tower_lock::{FairLocked, KeySource, Lockable, LockManager};
+/// use tower_lock::extract::{FairLocked, KeySource, Lockable};
+/// use tower_lock::LockManager;
 /// # use tower::ServiceExt;
 ///
 /// struct OrderId(u64);

@@ -7,7 +7,7 @@ use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use http::request::Parts;
 
 use crate::engine::{LockGuard, LossSignal};
-use crate::http::extract::{lock_value, locked_extractor, Held, Lockable};
+use crate::http::locked::{lock_value, locked_extractor, Held, Lockable};
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
@@ -16,17 +16,18 @@ use crate::kind::LockKind;
 /// Extracts `K` and holds its **fenced** lock while the handler runs, with this
 /// acquisition's [fencing token](Self::fencing_token) (see
 /// [`LockManager::fenced_lock`](crate::LockManager::fenced_lock)). Otherwise as
-/// [`Locked<K>`](crate::Locked): same manager lookup, statuses and release.
+/// [`Locked<K>`](crate::extract::Locked): same manager lookup, statuses and release.
 ///
-/// Under a [`LockLayer`](crate::LockLayer) that holds the same key with
-/// [`fenced`](crate::LockLayer::fenced), it reenters the layer's hold (with a token of its
+/// Under a [`LockLayer`](crate::layer::LockLayer) that holds the same key with
+/// [`fenced`](crate::layer::LockLayer::fenced), it reenters the layer's hold (with a token of its
 /// own); under a layer that holds another kind of lock on the key, the request is answered
 /// 500 with [`LockRejection::KindMismatch`], which names the fix.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use axum::{routing::put, Extension, Router};
-/// use tower_lock::{FencedLocked, KeySource, Lockable, LockManager};
+/// use tower_lock::extract::{FencedLocked, KeySource, Lockable};
+/// use tower_lock::LockManager;
 /// # use tower::ServiceExt;
 ///
 /// struct AccountId(u64);

@@ -7,12 +7,12 @@ use crate::error::LockError;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
-/// Put in the request extensions by [`LockLayer`](crate::LockLayer) while the inner service
+/// Put in the request extensions by [`LockLayer`](crate::layer::LockLayer) while the inner service
 /// runs: which lock the request holds, and its loss signal.
 ///
 /// ```
 /// use axum::Extension;
-/// use tower_lock::HeldLock;
+/// use tower_lock::extract::HeldLock;
 ///
 /// async fn handler(Extension(lock): Extension<HeldLock>) -> String {
 ///     if lock.is_lost() {
@@ -42,7 +42,7 @@ impl HeldLock {
         self.hold.key()
     }
 
-    /// The kind of lock the layer took (see [`LockLayer::read_write_by_method`](crate::LockLayer::read_write_by_method)).
+    /// The kind of lock the layer took (see [`LockLayer::read_write_by_method`](crate::layer::LockLayer::read_write_by_method)).
     pub fn kind(&self) -> LockKind {
         self.hold.kind()
     }
@@ -53,7 +53,7 @@ impl HeldLock {
     }
 
     /// The fencing token of the layer's acquisition when it takes a fenced lock
-    /// ([`LockLayer::fenced`](crate::LockLayer::fenced)); `None` for the other kinds. See
+    /// ([`LockLayer::fenced`](crate::layer::LockLayer::fenced)); `None` for the other kinds. See
     /// [`LockGuard::fencing_token`].
     pub fn fencing_token(&self) -> Option<u64> {
         self.token
@@ -74,7 +74,7 @@ impl HeldLock {
         self.hold.manager()
     }
 
-    /// Enters the same lock again for the same owner (used by [`Locked`](crate::Locked)).
+    /// Enters the same lock again for the same owner (used by [`Locked`](crate::extract::Locked)).
     ///
     /// # Errors
     /// As [`LockGuard::reenter`].

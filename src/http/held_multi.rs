@@ -1,4 +1,4 @@
-//! The locks a request holds under a [`LockLayer`](crate::LockLayer) of several keys, as seen
+//! The locks a request holds under a [`LockLayer`](crate::layer::LockLayer) of several keys, as seen
 //! from handlers and inner layers; and the lookup extractors use to reenter what a layer
 //! holds instead of waiting for it.
 
@@ -11,13 +11,13 @@ use crate::engine::{LockManager, LossSignal, MultiLockGuard};
 use crate::http::held::HeldLock;
 use crate::key::LockKey;
 
-/// Put in the request extensions by [`LockLayer`](crate::LockLayer) of several keys while the
+/// Put in the request extensions by [`LockLayer`](crate::layer::LockLayer) of several keys while the
 /// inner service runs: the keys the request holds (sorted, each once) and their loss
 /// signal, which fires when any of them is lost.
 ///
 /// ```
 /// use axum::Extension;
-/// use tower_lock::HeldMultiLock;
+/// use tower_lock::extract::HeldMultiLock;
 ///
 /// async fn transfer(Extension(locks): Extension<HeldMultiLock>) -> String {
 ///     if locks.is_lost() {
@@ -83,7 +83,7 @@ impl fmt::Debug for HeldMultiLock {
 /// a part of its several. An extractor naming that key enters it again instead of
 /// waiting for the request's own lock.
 ///
-/// [`LockLayer`]: crate::LockLayer
+/// [`LockLayer`]: crate::layer::LockLayer
 pub(crate) fn layer_hold<'a>(parts: &'a Parts, key: &LockKey) -> Option<&'a HeldLock> {
     if let Some(held) = parts.extensions.get::<HeldLock>() {
         if held.key() == key {

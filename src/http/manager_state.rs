@@ -4,7 +4,7 @@ use axum::extract::FromRef;
 
 use crate::engine::LockManager;
 
-/// A router state in which the extractors ([`Locked<K>`](crate::Locked)) may find a
+/// A router state in which the extractors ([`Locked<K>`](crate::extract::Locked)) may find a
 /// [`LockManager`].
 ///
 /// It is implemented for every state that gives a manager through axum's
@@ -14,7 +14,8 @@ use crate::engine::LockManager;
 /// the manager in the request extensions or the layer's lock:
 ///
 /// ```
-/// use tower_lock::{LockManager, LockManagerState};
+/// use tower_lock::extract::LockManagerState;
+/// use tower_lock::LockManager;
 ///
 /// #[derive(Clone)]
 /// struct AppState {
@@ -35,7 +36,8 @@ use crate::engine::LockManager;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use axum::extract::FromRef;
 /// use axum::{routing::post, Router};
-/// use tower_lock::{KeySource, LockManager, Lockable, Locked};
+/// use tower_lock::extract::{KeySource, Lockable, Locked};
+/// use tower_lock::LockManager;
 /// # use tower::ServiceExt;
 ///
 /// #[derive(Clone)]

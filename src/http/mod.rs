@@ -1,24 +1,23 @@
 //! The HTTP face: the layers, the extractors, their rejections, and where keys come from.
 
-pub mod extract;
 mod fair_extract;
 mod fenced_extract;
 mod held;
 mod held_multi;
 mod key_source;
 pub mod layer;
+mod locked;
 mod manager_state;
 mod multi_extract;
 mod read_write_extract;
 mod rejection;
 
-pub use extract::{Held, Lockable, Locked};
 pub use fair_extract::FairLocked;
 pub use fenced_extract::FencedLocked;
 pub use held::HeldLock;
 pub use held_multi::HeldMultiLock;
 pub use key_source::KeySource;
-pub use layer::LockLayer;
+pub use locked::{Held, Lockable, Locked};
 pub use manager_state::LockManagerState;
 pub use multi_extract::MultiLocked;
 pub use read_write_extract::{ReadLocked, WriteLocked};

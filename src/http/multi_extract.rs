@@ -8,8 +8,8 @@ use axum::extract::FromRequestParts;
 use http::request::Parts;
 
 use crate::engine::MultiLockGuard;
-use crate::http::extract::{request_manager, Lockable};
 use crate::http::held_multi::layer_hold;
+use crate::http::locked::{request_manager, Lockable};
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::{BusyAnswer, LockRejection};
 
@@ -17,18 +17,19 @@ use crate::http::rejection::{BusyAnswer, LockRejection};
 /// locks while the handler runs, as one [multi-lock](crate::LockManager::multi_lock): taken in
 /// one canonical order (two requests naming the same keys in opposite orders never
 /// deadlock), all or nothing, a key named twice taken once. Same manager lookup and
-/// statuses as [`Locked<K>`](crate::Locked) (busy 409, bad value 400, backend down 503).
+/// statuses as [`Locked<K>`](crate::extract::Locked) (busy 409, bad value 400, backend down 503).
 ///
-/// Under a [`LockLayer`](crate::LockLayer) whose lock is one of the keys (or a
-/// [`LockLayer`](crate::LockLayer) of several keys holding some of them), those keys are not taken
+/// Under a [`LockLayer`](crate::layer::LockLayer) whose lock is one of the keys (or a
+/// [`LockLayer`](crate::layer::LockLayer) of several keys holding some of them), those keys are not taken
 /// again (the layer holds them for the request); the others are then taken after them, not
 /// in the canonical order, so prefer one of the two for a route: for several keys from the
-/// path, the [`LockLayer`](crate::LockLayer) of several keys alone.
+/// path, the [`LockLayer`](crate::layer::LockLayer) of several keys alone.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use axum::{routing::post, Extension, Router};
-/// use tower_lock::{KeySource, Lockable, LockManager, MultiLocked};
+/// use tower_lock::extract::{KeySource, Lockable, MultiLocked};
+/// use tower_lock::LockManager;
 /// # use tower::ServiceExt;
 ///
 /// struct From(u64);

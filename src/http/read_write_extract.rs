@@ -8,7 +8,7 @@ use axum::extract::{FromRequestParts, OptionalFromRequestParts};
 use http::request::Parts;
 
 use crate::engine::{LockGuard, LossSignal};
-use crate::http::extract::{lock_value, locked_extractor, Held, Lockable};
+use crate::http::locked::{lock_value, locked_extractor, Held, Lockable};
 use crate::http::manager_state::LockManagerState;
 use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
@@ -17,16 +17,17 @@ use crate::kind::LockKind;
 /// Extracts `K` and holds the **read** side of its read-write lock while the handler runs:
 /// requests that read the same key run at once; one that writes it waits (see
 /// [`LockManager::read_lock`](crate::LockManager::read_lock)). Otherwise as
-/// [`Locked<K>`](crate::Locked): same manager lookup, statuses and release.
+/// [`Locked<K>`](crate::extract::Locked): same manager lookup, statuses and release.
 ///
-/// Under a [`LockLayer`](crate::LockLayer) that holds the same key, it takes another hold
+/// Under a [`LockLayer`](crate::layer::LockLayer) that holds the same key, it takes another hold
 /// of the layer's lock: a read hold reenters, a write hold also gives a read hold (a
 /// downgrade); a plain lock cannot, and is answered 500 naming the mistake.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use axum::{routing::get, Extension, Router};
-/// use tower_lock::{KeySource, Lockable, LockManager, ReadLocked};
+/// use tower_lock::extract::{KeySource, Lockable, ReadLocked};
+/// use tower_lock::LockManager;
 /// # use tower::ServiceExt;
 ///
 /// struct OrderId(u64);
@@ -55,13 +56,13 @@ pub struct ReadLocked<K>(pub Held<K>);
 /// Extracts `K` and holds the **write** side of its read-write lock while the handler
 /// runs: no other request reads or writes the same key meanwhile (see
 /// [`LockManager::write_lock`](crate::LockManager::write_lock)). Otherwise as
-/// [`Locked<K>`](crate::Locked).
+/// [`Locked<K>`](crate::extract::Locked).
 ///
-/// Under a [`LockLayer`](crate::LockLayer) that holds the same key, a write hold reenters;
+/// Under a [`LockLayer`](crate::layer::LockLayer) that holds the same key, a write hold reenters;
 /// a read hold cannot become a write hold (that would deadlock two readers): the request is
 /// answered 500 with [`LockRejection::KindMismatch`], which names the fix (have the layer
 /// take the write lock for this route, e.g. with
-/// [`read_write_by_method`](crate::LockLayer::read_write_by_method) on a non-GET route).
+/// [`read_write_by_method`](crate::layer::LockLayer::read_write_by_method) on a non-GET route).
 pub struct WriteLocked<K>(pub Held<K>);
 
 locked_extractor!(ReadLocked, LockKind::Read);

@@ -10,14 +10,14 @@ use crate::error::BackendError;
 use crate::key::LockKey;
 use crate::telemetry::throttled;
 
-/// A request that could not be served under its lock. Both [`LockLayer`](crate::LockLayer)
-/// and [`Locked`](crate::Locked) answer with it; replace the responses with
-/// [`LockLayer::map_rejection`](crate::LockLayer::map_rejection) or by mapping the
+/// A request that could not be served under its lock. Both [`LockLayer`](crate::layer::LockLayer)
+/// and [`Locked`](crate::extract::Locked) answer with it; replace the responses with
+/// [`LockLayer::map_rejection`](crate::layer::LockLayer::map_rejection) or by mapping the
 /// extractor's rejection.
 ///
 /// | case | status | `Retry-After` |
 /// |---|---|---|
-/// | [`Busy`](Self::Busy): still held after the wait | 409 (configurable: 423, 429, 503…) | 1 s (configurable: [`LockLayer::busy_retry_after`](crate::LockLayer::busy_retry_after)) |
+/// | [`Busy`](Self::Busy): still held after the wait | 409 (configurable: 423, 429, 503…) | 1 s (configurable: [`LockLayer::busy_retry_after`](crate::layer::LockLayer::busy_retry_after)) |
 /// | [`MissingKey`](Self::MissingKey): no parameter/header to lock on | 400 | — |
 /// | [`InvalidKey`](Self::InvalidKey): empty, not UTF-8, too long, unparsable | 400 | — |
 /// | [`Unavailable`](Self::Unavailable): the backend failed (fail closed) | 503 | 1 s |
@@ -43,7 +43,7 @@ pub enum LockRejection {
         /// lease says nothing useful here: the watchdog keeps renewing it (30 s) however
         /// short the work.
         ///
-        /// [`busy_retry_after`]: crate::LockLayer::busy_retry_after
+        /// [`busy_retry_after`]: crate::layer::LockLayer::busy_retry_after
         retry_after: Duration,
         /// The status to answer with (409 unless configured otherwise).
         status: StatusCode,
@@ -80,9 +80,9 @@ pub enum LockRejection {
         /// The lock.
         key: LockKey,
         /// The layer's kind.
-        held: crate::LockKind,
+        held: crate::kind::LockKind,
         /// The extractor's kind.
-        asked: crate::LockKind,
+        asked: crate::kind::LockKind,
     },
     /// The layer runs where axum's path parameters are not available.
     Misplaced {
@@ -90,13 +90,13 @@ pub enum LockRejection {
         param: String,
     },
     /// The body, read before the lock is taken, is larger than the layer's
-    /// [`body_limit`](crate::LockLayer::body_limit).
+    /// [`body_limit`](crate::layer::LockLayer::body_limit).
     BodyTooLarge {
         /// The limit in bytes.
         limit: usize,
     },
     /// The body, read before the lock is taken, did not arrive within the layer's
-    /// [`body_timeout`](crate::LockLayer::body_timeout).
+    /// [`body_timeout`](crate::layer::LockLayer::body_timeout).
     BodyTimeout {
         /// The time it was given.
         after: Duration,

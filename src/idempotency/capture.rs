@@ -164,8 +164,8 @@ mod tests {
 
     /// A body of several chunks.
     fn futures_lite_stream(chunks: Vec<&'static str>) -> Body {
-        struct Chunks(VecDeque<&'static str>);
-        impl HttpBody for Chunks {
+        struct ChunkedResponseBody(VecDeque<&'static str>);
+        impl HttpBody for ChunkedResponseBody {
             type Data = Bytes;
             type Error = std::convert::Infallible;
             fn poll_frame(
@@ -175,6 +175,6 @@ mod tests {
                 Poll::Ready(self.0.pop_front().map(|c| Ok(Frame::data(Bytes::from(c)))))
             }
         }
-        Body::new(Chunks(chunks.into()))
+        Body::new(ChunkedResponseBody(chunks.into()))
     }
 }

@@ -22,7 +22,7 @@ type BodyFn = dyn Fn(&Parts, &Bytes) -> Option<String> + Send + Sync;
 
 /// Where the key of a request is read.
 #[derive(Clone)]
-pub(crate) enum KeySource {
+pub(crate) enum IdempotencyKeySource {
     /// A header, as an sf-string (`"…"`, the draft's form) or bare.
     Header(HeaderName),
     /// A function of the request head.
@@ -31,22 +31,24 @@ pub(crate) enum KeySource {
     Body(Arc<BodyFn>),
 }
 
-impl fmt::Debug for KeySource {
+impl fmt::Debug for IdempotencyKeySource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KeySource::Header(name) => write!(f, "header {name}"),
-            KeySource::Head(_) => f.write_str("a function of the request head"),
-            KeySource::Body(_) => f.write_str("a function of the request body"),
+            IdempotencyKeySource::Header(name) => write!(f, "header {name}"),
+            IdempotencyKeySource::Head(_) => f.write_str("a function of the request head"),
+            IdempotencyKeySource::Body(_) => f.write_str("a function of the request body"),
         }
     }
 }
 
-impl KeySource {
+impl IdempotencyKeySource {
     /// What the key is called in messages.
     pub(crate) fn what(&self) -> String {
         match self {
-            KeySource::Header(name) => format!("the `{name}` header"),
-            KeySource::Head(_) | KeySource::Body(_) => "the idempotency key".to_owned(),
+            IdempotencyKeySource::Header(name) => format!("the `{name}` header"),
+            IdempotencyKeySource::Head(_) | IdempotencyKeySource::Body(_) => {
+                "the idempotency key".to_owned()
+            }
         }
     }
 
@@ -58,7 +60,7 @@ impl KeySource {
         body: Option<&Bytes>,
     ) -> Result<Option<String>, IdempotencyRejection> {
         match self {
-            KeySource::Header(name) => {
+            IdempotencyKeySource::Header(name) => {
                 let mut values = parts.headers.get_all(name).iter();
                 let Some(value) = values.next() else {
                     return Ok(None);
@@ -71,8 +73,8 @@ impl KeySource {
                     .map_err(|_| self.invalid("it is not visible ASCII"))?;
                 Ok(Some(unquote(text)))
             }
-            KeySource::Head(key) => Ok(key(parts)),
-            KeySource::Body(key) => Ok(body.and_then(|body| key(parts, body))),
+            IdempotencyKeySource::Head(key) => Ok(key(parts)),
+            IdempotencyKeySource::Body(key) => Ok(body.and_then(|body| key(parts, body))),
         }
     }
 
@@ -161,7 +163,7 @@ mod tests {
     }
 
     fn header_key(value: &[u8]) -> Result<Option<String>, IdempotencyRejection> {
-        KeySource::Header(IDEMPOTENCY_KEY).key(
+        IdempotencyKeySource::Header(IDEMPOTENCY_KEY).key(
             &parts(&[("idempotency-key", value)]),
             None,
             DEFAULT_MAX_KEY_LEN,
@@ -180,7 +182,7 @@ mod tests {
         assert_eq!(header_key(uuid.as_bytes()).unwrap().unwrap(), uuid);
         assert_eq!(header_key(br#""a\"b""#).unwrap().unwrap(), "a\"b");
         assert_eq!(header_key(b"evt_123").unwrap().unwrap(), "evt_123");
-        let none = KeySource::Header(IDEMPOTENCY_KEY).key(&parts(&[]), None, 255);
+        let none = IdempotencyKeySource::Header(IDEMPOTENCY_KEY).key(&parts(&[]), None, 255);
         assert!(none.unwrap().is_none());
     }
 
@@ -199,7 +201,7 @@ mod tests {
         let long = "k".repeat(256);
         let error = header_key(long.as_bytes()).unwrap_err();
         assert!(error.body_text().contains("at most 255"), "{error}");
-        let twice = KeySource::Header(IDEMPOTENCY_KEY).key(
+        let twice = IdempotencyKeySource::Header(IDEMPOTENCY_KEY).key(
             &parts(&[("idempotency-key", b"a"), ("idempotency-key", b"b")]),
             None,
             255,

@@ -10,7 +10,8 @@ use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode};
 use tower_layer::Layer;
 
-use super::key::{KeySource, DEFAULT_MAX_KEY_LEN, IDEMPOTENCY_KEY};
+use super::config::{IdempotencyConfig, OnConcurrent};
+use super::key::{IdempotencyKeySource, DEFAULT_MAX_KEY_LEN, IDEMPOTENCY_KEY};
 use super::service::Idempotency;
 use crate::engine::LockManager;
 use crate::http::layer::body::BodyPolicy;
@@ -21,43 +22,6 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// The largest response body stored by default: 1 MiB. A larger one is sent on unstored.
 pub const DEFAULT_STORE_LIMIT: usize = 1024 * 1024;
-
-/// What a request does when another request with its key is still being processed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnConcurrent {
-    /// Wait for it (by pub/sub, within the layer's wait) and answer its response; a wait
-    /// that ends first is a `409` with `Retry-After`. The default.
-    #[default]
-    Wait,
-    /// Answer `409 Conflict` with `Retry-After` at once (the draft's letter).
-    Conflict,
-}
-
-type ScopeFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
-type FingerprintFn = dyn Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync;
-type StoreFn = dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync;
-
-/// A layer's settings, shared by its services.
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) source: KeySource,
-    pub(crate) required: bool,
-    pub(crate) namespace: String,
-    pub(crate) scope: Option<Arc<ScopeFn>>,
-    pub(crate) fingerprint: Option<Arc<FingerprintFn>>,
-    pub(crate) retention: Duration,
-    pub(crate) wait: Option<Duration>,
-    pub(crate) concurrent: OnConcurrent,
-    pub(crate) retry_after: Duration,
-    pub(crate) max_key_len: usize,
-    pub(crate) body: BodyPolicy,
-    pub(crate) store_limit: usize,
-    pub(crate) store_if: Arc<StoreFn>,
-    pub(crate) methods: Vec<Method>,
-    pub(crate) finish_on_disconnect: bool,
-    pub(crate) fail_open: bool,
-    pub(crate) manager: Option<LockManager>,
-}
 
 /// The statuses stored by default: the handler's answers, except those that say "try
 /// again" (`408`, `425`, `429`, and every `5xx`): a retry after one of those runs the
@@ -78,7 +42,7 @@ fn stored_by_default(status: StatusCode, _: &HeaderMap) -> bool {
 #[derive(Clone)]
 #[must_use]
 pub struct IdempotencyLayer {
-    config: Config,
+    config: IdempotencyConfig,
 }
 
 impl fmt::Debug for IdempotencyLayer {
@@ -102,7 +66,7 @@ impl Default for IdempotencyLayer {
 impl IdempotencyLayer {
     /// Keys from the `Idempotency-Key` header, as the draft's sf-string (`"…"`) or bare.
     pub fn new() -> Self {
-        Self::with_source(KeySource::Header(IDEMPOTENCY_KEY))
+        Self::with_source(IdempotencyKeySource::Header(IDEMPOTENCY_KEY))
     }
 
     /// Keys from another header (`X-GitHub-Delivery`, `webhook-id`,
@@ -113,7 +77,7 @@ impl IdempotencyLayer {
     pub fn header(name: &str) -> Self {
         let name = HeaderName::try_from(name)
             .unwrap_or_else(|_| panic!("`{name}` is not a valid header name"));
-        Self::with_source(KeySource::Header(name))
+        Self::with_source(IdempotencyKeySource::Header(name))
     }
 
     /// Keys from a function of the request head; `None`: the request has none.
@@ -121,7 +85,7 @@ impl IdempotencyLayer {
     where
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
-        Self::with_source(KeySource::Head(Arc::new(key)))
+        Self::with_source(IdempotencyKeySource::Head(Arc::new(key)))
     }
 
     /// Keys from a function of the request head and its body, read whole first (within
@@ -130,12 +94,12 @@ impl IdempotencyLayer {
     where
         F: Fn(&Parts, &Bytes) -> Option<String> + Send + Sync + 'static,
     {
-        Self::with_source(KeySource::Body(Arc::new(key)))
+        Self::with_source(IdempotencyKeySource::Body(Arc::new(key)))
     }
 
-    fn with_source(source: KeySource) -> Self {
+    fn with_source(source: IdempotencyKeySource) -> Self {
         IdempotencyLayer {
-            config: Config {
+            config: IdempotencyConfig {
                 source,
                 required: true,
                 namespace: "default".to_owned(),

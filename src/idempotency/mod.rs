@@ -35,6 +35,7 @@
 //! ```
 
 mod capture;
+mod config;
 mod key;
 mod layer;
 mod rejection;
@@ -42,8 +43,9 @@ mod run;
 mod service;
 mod stored;
 
+pub use config::OnConcurrent;
 pub use key::{DEFAULT_MAX_KEY_LEN, IDEMPOTENCY_KEY};
-pub use layer::{IdempotencyLayer, OnConcurrent, DEFAULT_RETENTION, DEFAULT_STORE_LIMIT};
+pub use layer::{IdempotencyLayer, DEFAULT_RETENTION, DEFAULT_STORE_LIMIT};
 pub use rejection::IdempotencyRejection;
 pub use service::{Idempotency, IdempotencyResponseFuture};
 pub use stored::IDEMPOTENT_REPLAYED;

@@ -15,8 +15,8 @@ use sha2::{Digest, Sha256};
 use tower_service::Service;
 
 use super::capture::{capture, Captured};
+use super::config::{IdempotencyConfig, OnConcurrent};
 use super::key::lock_name;
-use super::layer::{Config, OnConcurrent};
 use super::rejection::IdempotencyRejection;
 use super::stored::{Fingerprint, StoredResponse};
 use super::{DoNotStore, IdempotencyKey};
@@ -30,7 +30,7 @@ use crate::telemetry::{self, throttled, TARGET};
 const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 pub(super) async fn run<S, B>(
-    config: Arc<Config>,
+    config: Arc<IdempotencyConfig>,
     service: S,
     request: Request<Body>,
 ) -> Result<Response, S::Error>
@@ -110,7 +110,7 @@ where
 }
 
 /// The request body, read whole within the layer's limit and time.
-async fn read_whole(body: Body, config: &Config) -> Result<Bytes, IdempotencyRejection> {
+async fn read_whole(body: Body, config: &IdempotencyConfig) -> Result<Bytes, IdempotencyRejection> {
     if body.is_end_stream() {
         return Ok(Bytes::new());
     }
@@ -131,7 +131,7 @@ async fn read_whole(body: Body, config: &Config) -> Result<Bytes, IdempotencyRej
 }
 
 /// The layer's manager, else the request's.
-fn manager(config: &Config, parts: &Parts) -> Option<LockManager> {
+fn manager(config: &IdempotencyConfig, parts: &Parts) -> Option<LockManager> {
     let manager = config
         .manager
         .clone()
@@ -148,7 +148,7 @@ fn manager(config: &Config, parts: &Parts) -> Option<LockManager> {
 
 /// What a repeated request must match: a hash of its method, path, query and body, or of
 /// what the layer's fingerprint function picks.
-fn fingerprint(config: &Config, parts: &Parts, body: &Bytes) -> Fingerprint {
+fn fingerprint(config: &IdempotencyConfig, parts: &Parts, body: &Bytes) -> Fingerprint {
     let mut hash = Sha256::new();
     match &config.fingerprint {
         Some(pick) => hash.update(pick(parts, body)),
@@ -169,7 +169,11 @@ fn fingerprint(config: &Config, parts: &Parts, body: &Bytes) -> Fingerprint {
 
 /// Takes the key's lock unless a response is stored for it. A repetition that finds the
 /// first request running waits for it (counted), or is refused at once.
-async fn claim(config: &Config, manager: &LockManager, name: &str) -> Result<LockGuard, LockError> {
+async fn claim(
+    config: &IdempotencyConfig,
+    manager: &LockManager,
+    name: &str,
+) -> Result<LockGuard, LockError> {
     let request = || manager.lock(name).unless_recorded();
     let first = request().try_acquire().await;
     if config.concurrent == OnConcurrent::Conflict
@@ -185,7 +189,7 @@ async fn claim(config: &Config, manager: &LockManager, name: &str) -> Result<Loc
 }
 
 /// The stored response, if the request is the one it answered.
-fn replay(config: &Config, record: &Bytes, fingerprint: &Fingerprint) -> Response {
+fn replay(config: &IdempotencyConfig, record: &Bytes, fingerprint: &Fingerprint) -> Response {
     let stored = match StoredResponse::decode(record) {
         Ok(stored) => stored,
         Err(error) => {
@@ -204,7 +208,7 @@ fn replay(config: &Config, record: &Bytes, fingerprint: &Fingerprint) -> Respons
 /// Runs the handler under the key's lock; stores its response with the release when it
 /// may be stored.
 async fn execute<S, B>(
-    config: Arc<Config>,
+    config: Arc<IdempotencyConfig>,
     mut service: S,
     request: Request<Body>,
     guard: LockGuard,

@@ -12,7 +12,7 @@ use axum::BoxError;
 use http::Request;
 use tower_service::Service;
 
-use super::layer::Config;
+use super::config::IdempotencyConfig;
 use super::run::run;
 use crate::telemetry;
 use tracing::Instrument;
@@ -22,11 +22,11 @@ use tracing::Instrument;
 #[derive(Clone)]
 pub struct Idempotency<S> {
     inner: S,
-    config: Arc<Config>,
+    config: Arc<IdempotencyConfig>,
 }
 
 impl<S> Idempotency<S> {
-    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+    pub(crate) fn new(inner: S, config: Arc<IdempotencyConfig>) -> Self {
         Idempotency { inner, config }
     }
 

@@ -98,7 +98,7 @@ impl StoredResponse {
 
     /// A record read back (`Err`: what is wrong with it).
     pub(crate) fn decode(record: &Bytes) -> Result<Self, String> {
-        let mut reader = Reader { record, at: 0 };
+        let mut reader = RecordReader { record, at: 0 };
         if reader.take(4)? != MAGIC {
             return Err("it is not a stored response".to_owned());
         }
@@ -144,12 +144,12 @@ impl StoredResponse {
 }
 
 /// Reads a record from the front.
-struct Reader<'a> {
+struct RecordReader<'a> {
     record: &'a Bytes,
     at: usize,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> RecordReader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self
             .at

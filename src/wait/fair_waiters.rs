@@ -1,4 +1,4 @@
-//! This process's fair waiters ([`LockKind::Fair`](crate::LockKind::Fair)). They do not
+//! This process's fair waiters ([`LockKind::Fair`](crate::lock::LockKind::Fair)). They do not
 //! queue here: each one has its place in the backend's queue, shared by every process, and
 //! waits for its own turn (on Redis, a message on a channel of its own), so each is
 //! registered by name *and* owner. The backend's subscriber follows the registrations in

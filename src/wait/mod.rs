@@ -404,7 +404,7 @@ pub(crate) enum Wake {
     Alone,
     /// After this delay, unless another process's unlock comes first: the lock is free and
     /// other processes' waiters were told; they get the first chance (see
-    /// [`crate::guard`]'s courtesy).
+    /// the courtesy delay of [`turns`]).
     After(std::time::Duration),
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use fred::prelude::KeysInterface;
 use tower_lock::backend::{Backend, MemoryBackend, RedisBackend};
-use tower_lock::{LockError, LockManager, LockManagerBuilder};
+use tower_lock::manager::LockManagerBuilder;
+use tower_lock::{LockError, LockManager};
 
 use crate::support;
 use crate::support::suite::BackendUnderTest;
@@ -16,6 +17,7 @@ pub struct Ctx {
     pub memory: Option<MemoryBackend>,
     pub redis: Option<fred::prelude::Client>,
     pub url: Option<String>,
+    backend_under_test: BackendUnderTest,
 }
 
 impl Ctx {
@@ -36,16 +38,15 @@ impl Ctx {
                     memory: Some(memory),
                     redis: None,
                     url: None,
+                    backend_under_test: backend,
                 }
             }
             Some(url) => Ctx {
-                manager: builder
-                    .redis(&url)
-                    .await
-                    .expect("connect to the test redis"),
+                manager: backend.manager(builder).await,
                 memory: None,
                 redis: Some(support::client(&url).await),
                 url: Some(url),
+                backend_under_test: backend,
             },
         }
     }
@@ -63,7 +64,11 @@ impl Ctx {
     pub async fn manager_sharing_the_backend(&self) -> LockManager {
         match (&self.memory, &self.url) {
             (Some(memory), _) => LockManager::builder().backend(memory.clone()),
-            (None, Some(url)) => LockManager::redis(url).await.unwrap(),
+            (None, Some(_)) => {
+                self.backend_under_test
+                    .manager(LockManager::builder())
+                    .await
+            }
             (None, None) => unreachable!("a context has a memory backend or a Redis URL"),
         }
     }
@@ -86,7 +91,7 @@ pub async fn queued_waiter(
     manager: &LockManager,
     name: &str,
     wait: Duration,
-) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, LockError>> {
+) -> tokio::task::JoinHandle<Result<tower_lock::lock::LockGuard, LockError>> {
     let waiter = {
         let (manager, name) = (manager.clone(), name.to_owned());
         tokio::spawn(async move { manager.lock(&name).wait(wait).acquire().await })

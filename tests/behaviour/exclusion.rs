@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tower_lock::backend::{AcquireArgs, Attempt, RedisBackend, ReleaseArgs};
-use tower_lock::{LockError, LockKind, LockManager, Released};
+use tower_lock::lock::{LockKind, Released};
+use tower_lock::{LockError, LockManager};
 
 use crate::ctx::Ctx;
 use crate::support;
@@ -77,7 +78,7 @@ async fn one_of_many_tries_wins(backend: BackendUnderTest) {
         match ctx.manager.lock(&name).try_acquire().await {
             Err(LockError::TimedOut { holder_lease, .. }) => {
                 let lease = holder_lease.expect("the holder has a lease");
-                assert!(lease <= tower_lock::DEFAULT_LEASE);
+                assert!(lease <= tower_lock::manager::DEFAULT_LEASE);
             }
             other => panic!("a held lock was taken: {other:?}"),
         }
@@ -105,7 +106,7 @@ async fn other_owners_cannot_release(backend: BackendUnderTest) {
             .release(ReleaseArgs {
                 key: guard.key().clone(),
                 kind: LockKind::Plain,
-                owner: tower_lock::OwnerId::from_raw(&other),
+                owner: tower_lock::lock::OwnerId::from_raw(&other),
                 lease: Duration::from_secs(30),
                 expected: 1,
                 successor: None,
@@ -194,10 +195,10 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
     let backend = ctx.backend().await;
     let name = support::unique("once");
     let key = ctx.manager.key(&name).unwrap();
-    let owner = tower_lock::OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1");
-    let other = tower_lock::OwnerId::from_raw("someone-else:1");
+    let owner = tower_lock::lock::OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1");
+    let other = tower_lock::lock::OwnerId::from_raw("someone-else:1");
     let lease = Duration::from_secs(30);
-    let acquire = |owner: &tower_lock::OwnerId, expected| AcquireArgs {
+    let acquire = |owner: &tower_lock::lock::OwnerId, expected| AcquireArgs {
         key: key.clone(),
         kind: LockKind::Plain,
         owner: owner.clone(),
@@ -206,7 +207,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
         waits: false,
         unless_recorded: false,
     };
-    let release = |owner: &tower_lock::OwnerId, expected| ReleaseArgs {
+    let release = |owner: &tower_lock::lock::OwnerId, expected| ReleaseArgs {
         key: key.clone(),
         kind: LockKind::Plain,
         owner: owner.clone(),

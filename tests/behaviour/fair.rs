@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use fred::prelude::{KeysInterface, ListInterface, SortedSetsInterface};
 use tower_lock::backend::{Backend, FairArgs, MemoryBackend, RedisBackend};
-use tower_lock::{LockError, LockManager, LockManagerBuilder, OwnerId, Released};
+use tower_lock::lock::{OwnerId, Released};
+use tower_lock::manager::LockManagerBuilder;
+use tower_lock::{LockError, LockManager};
 
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};

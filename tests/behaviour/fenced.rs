@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use fred::prelude::KeysInterface;
 use tower_lock::backend::{AcquireArgs, Attempt};
-use tower_lock::{LockError, LockKind, LockManager, OwnerId, Released};
+use tower_lock::lock::{LockKind, OwnerId, Released};
+use tower_lock::{LockError, LockManager};
 
 use crate::ctx::Ctx;
 use crate::support;

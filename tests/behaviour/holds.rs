@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use tower_lock::{LockError, Released};
+use tower_lock::lock::Released;
+use tower_lock::LockError;
 
 use crate::ctx::Ctx;
 use crate::support;

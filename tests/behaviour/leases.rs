@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use tower_lock::{Released, MAX_LEASE};
+use tower_lock::lock::Released;
+use tower_lock::manager::MAX_LEASE;
 
 use crate::ctx::Ctx;
 use crate::support;

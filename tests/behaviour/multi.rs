@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 use crate::ctx::Ctx;
 use crate::support;

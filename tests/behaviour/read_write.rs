@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use tower_lock::{LockError, LockGuard, LockKind, LockManager, Released};
+use tower_lock::lock::{LockGuard, LockKind, Released};
+use tower_lock::{LockError, LockManager};
 
 use crate::ctx::Ctx;
 use crate::support;

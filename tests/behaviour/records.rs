@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use fred::prelude::KeysInterface;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 use crate::ctx::Ctx;
 use crate::support;
@@ -17,7 +18,7 @@ const WAIT: Duration = Duration::from_secs(20);
 const RETENTION: Duration = Duration::from_secs(60);
 
 /// The record an acquisition unless recorded found, if it found one.
-fn recorded(result: Result<tower_lock::LockGuard, LockError>) -> Option<Bytes> {
+fn recorded(result: Result<tower_lock::lock::LockGuard, LockError>) -> Option<Bytes> {
     match result {
         Err(LockError::Recorded { record, .. }) => Some(record),
         Ok(_) => None,
@@ -31,7 +32,7 @@ async fn waiter(
     locks: &LockManager,
     name: &str,
     queued: usize,
-) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, LockError>> {
+) -> tokio::task::JoinHandle<Result<tower_lock::lock::LockGuard, LockError>> {
     let task = {
         let (locks, name) = (locks.clone(), name.to_owned());
         tokio::spawn(async move {

@@ -3,8 +3,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tower_lock::backend::redis::unlock_channel;
-use tower_lock::{LockError, Released};
+use tower_lock::backend::unlock_channel;
+use tower_lock::lock::Released;
+use tower_lock::LockError;
 
 use crate::ctx::{queued_waiter, Ctx};
 use crate::support;
@@ -79,8 +80,11 @@ async fn wait_times_out_with_a_typed_error(backend: BackendUnderTest) {
         }) => {
             assert_eq!(key.as_str(), name);
             assert!(waited >= wait, "gave up early, after {waited:?}");
-            assert!(waited < tower_lock::DEFAULT_LEASE, "waited {waited:?}");
-            assert!(holder_lease.is_some_and(|l| l <= tower_lock::DEFAULT_LEASE));
+            assert!(
+                waited < tower_lock::manager::DEFAULT_LEASE,
+                "waited {waited:?}"
+            );
+            assert!(holder_lease.is_some_and(|l| l <= tower_lock::manager::DEFAULT_LEASE));
         }
         other => panic!("expected a timeout, got {other:?}"),
     }

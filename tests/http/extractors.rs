@@ -8,7 +8,9 @@ use axum::routing::post;
 use axum::{Extension, Router};
 use http::{Request, StatusCode};
 use tower::ServiceExt;
-use tower_lock::{HeldLock, KeySource, LockLayer, LockManager, LockManagerState, Lockable, Locked};
+use tower_lock::extract::{HeldLock, KeySource, LockManagerState, Lockable, Locked};
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 use crate::helpers::{manager, oneshot, respond};
 use crate::support;

@@ -10,7 +10,9 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use http::{HeaderMap, StatusCode};
 use tokio::sync::watch;
-use tower_lock::{FairLocked, HeldLock, LockKind, LockLayer, Locked};
+use tower_lock::extract::{FairLocked, HeldLock, Locked};
+use tower_lock::layer::LockLayer;
+use tower_lock::lock::LockKind;
 
 use crate::helpers::{manager, oneshot};
 use crate::support;
@@ -100,7 +102,7 @@ async fn a_request_that_waits_too_long_is_busy_and_leaves(backend: BackendUnderT
     assert_eq!(locks.waiting("orderId:9"), 0, "it left the queue");
     assert_eq!(
         holder.release().await.unwrap(),
-        tower_lock::Released::Unlocked
+        tower_lock::lock::Released::Unlocked
     );
     assert_eq!(oneshot(&fair, "GET", "/orders/9").await.0, StatusCode::OK);
 }

@@ -5,7 +5,8 @@
 use axum::routing::get;
 use axum::{Extension, Router};
 use http::StatusCode;
-use tower_lock::{FencedLocked, HeldLock, LockLayer, Locked};
+use tower_lock::extract::{FencedLocked, HeldLock, Locked};
+use tower_lock::layer::LockLayer;
 
 use crate::helpers::{manager, oneshot};
 use crate::support;
@@ -53,7 +54,7 @@ async fn requests_carry_growing_tokens(backend: BackendUnderTest) {
 async fn the_extractor_alone_and_under_a_plain_layer(backend: BackendUnderTest) {
     let locks = manager(backend).await;
     let fenced = |order: FencedLocked<OrderId>| async move {
-        assert_eq!(order.guard().kind(), tower_lock::LockKind::Fenced);
+        assert_eq!(order.guard().kind(), tower_lock::lock::LockKind::Fenced);
         order.fencing_token().unwrap().to_string()
     };
     let alone = Router::new()

@@ -9,14 +9,11 @@ use http::{Request, StatusCode};
 use tower::ServiceExt;
 use tower_lock::LockManager;
 
-use crate::support;
 use crate::support::suite::BackendUnderTest;
 
 /// A manager on `backend` with a key prefix of its own.
 pub async fn manager(backend: BackendUnderTest) -> LockManager {
-    backend
-        .manager(LockManager::builder().key_prefix(support::unique("http:") + ":"))
-        .await
+    backend.prefixed_manager("http").await
 }
 
 /// Sends a request with no body and no headers.

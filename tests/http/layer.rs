@@ -11,7 +11,9 @@ use axum::{Extension, Router};
 use http::{Request, StatusCode};
 use tokio::sync::Barrier;
 use tower::ServiceExt;
-use tower_lock::{HeldLock, LockLayer, LockManager};
+use tower_lock::extract::HeldLock;
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 use crate::helpers::{manager, oneshot, Inside};
 use crate::support;

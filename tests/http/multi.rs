@@ -9,7 +9,9 @@ use std::time::Duration;
 use axum::routing::post;
 use axum::{Extension, Router};
 use http::StatusCode;
-use tower_lock::{KeySource, LockManager, Lockable, MultiLocked, Released};
+use tower_lock::extract::{KeySource, Lockable, MultiLocked};
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 
 use crate::helpers::oneshot;
 use crate::support;

@@ -15,7 +15,10 @@ use axum::{Extension, Router};
 use http::{Request, StatusCode};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tower_lock::backend::MemoryBackend;
-use tower_lock::{HeldMultiLock, LockLayer, LockManager, Locked, Released};
+use tower_lock::extract::{HeldMultiLock, Locked};
+use tower_lock::layer::LockLayer;
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 
 use crate::helpers::{oneshot, respond};
 use crate::multi::From;

@@ -9,7 +9,9 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use http::StatusCode;
 use tokio::sync::watch;
-use tower_lock::{HeldLock, LockKind, LockLayer, Locked, ReadLocked, WriteLocked};
+use tower_lock::extract::{HeldLock, Locked, ReadLocked, WriteLocked};
+use tower_lock::layer::LockLayer;
+use tower_lock::lock::LockKind;
 
 use crate::helpers::{manager, oneshot, Inside};
 use crate::support;

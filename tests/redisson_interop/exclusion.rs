@@ -2,7 +2,7 @@
 //! a witness counter in Redis, INCRed on entry by whichever side holds, never reads above 1.
 
 use std::time::Duration;
-use tower_lock::Released;
+use tower_lock::lock::Released;
 
 use fred::prelude::*;
 

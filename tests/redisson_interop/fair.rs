@@ -6,7 +6,8 @@
 use std::sync::{Arc, Mutex};
 
 use fred::prelude::{ListInterface, SortedSetsInterface};
-use tower_lock::{LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::LockManager;
 
 use crate::{support, Target, LONG_LEASE, WAKE_WAIT};
 

@@ -2,7 +2,8 @@
 //! tokens given by Redisson and by tower-lock, reentries included, only grow in the order
 //! the holders took the lock; each side excludes the other and wakes the other's waiter.
 
-use tower_lock::{LockError, Released};
+use tower_lock::lock::Released;
+use tower_lock::LockError;
 
 use crate::{support, Target, LONG_LEASE, WAKE_WAIT};
 

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use fred::prelude::*;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 use crate::{support, Target};
 

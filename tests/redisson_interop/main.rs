@@ -40,7 +40,7 @@ impl Sides {
         url: &str,
         deployment: Deployment,
         watchdog: Option<Duration>,
-        builder: tower_lock::LockManagerBuilder,
+        builder: tower_lock::manager::LockManagerBuilder,
     ) -> Sides {
         let (java, locks) = tokio::join!(JavaRedisson::start_with(deployment, watchdog), async {
             builder.redis(url).await.expect("tower-lock connects")
@@ -85,7 +85,7 @@ impl Sides {
         );
         assert_ne!(
             guard.release().await.unwrap(),
-            tower_lock::Released::NotHeld
+            tower_lock::lock::Released::NotHeld
         );
         assert!(self.java_gets_now("j", &key).await, "{key}");
         assert!(
@@ -122,7 +122,7 @@ impl Target {
     }
 
     /// Both sides, tower-lock's built by `builder`.
-    pub async fn sides_with(self, builder: tower_lock::LockManagerBuilder) -> Sides {
+    pub async fn sides_with(self, builder: tower_lock::manager::LockManagerBuilder) -> Sides {
         Sides::connect(&self.url(), self.deployment(), None, builder).await
     }
 

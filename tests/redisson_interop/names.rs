@@ -5,7 +5,7 @@
 //! CROSSSLOT, so the lock stays until its lease ends), and tower-lock refuses them up front.
 
 use std::time::Duration;
-use tower_lock::Released;
+use tower_lock::lock::Released;
 
 use tower_lock::{LockError, LockManager};
 

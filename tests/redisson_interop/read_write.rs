@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use tower_lock::backend::{Attempt, RedisBackend};
-use tower_lock::{LockKind, Released};
+use tower_lock::lock::{LockKind, Released};
 
 use crate::support::backend_lock::BackendLock;
 use crate::{subscribed, support, Target, LONG_LEASE, WAKE_WAIT};

@@ -5,7 +5,7 @@
 //! wall clock of this machine (Redisson stamps its side in microseconds).
 
 use std::time::SystemTime;
-use tower_lock::Released;
+use tower_lock::lock::Released;
 
 use crate::support::redisson_java::micros_between;
 use crate::{subscribed, summary, support, unlock_channel, Sides, Target, LONG_LEASE, WAKE_WAIT};

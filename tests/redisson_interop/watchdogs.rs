@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use tokio::sync::broadcast;
-use tower_lock::{LockError, LockManager, Released};
+use tower_lock::lock::Released;
+use tower_lock::{LockError, LockManager};
 
 use crate::support::redisson_java::Deployment;
 use crate::support::{self, RedisServer};

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tower_lock::backend::{AcquireArgs, Attempt, Backend, LeaveArgs, ReleaseArgs, RenewArgs};
-use tower_lock::{LockKey, LockKind, OwnerId, Released};
+use tower_lock::lock::{LockKey, LockKind, OwnerId, Released};
 
 pub struct BackendLock {
     pub backend: Arc<dyn Backend>,

@@ -541,6 +541,6 @@ pub fn spawn_waiter(
     locks: &tower_lock::LockManager,
     name: &str,
     wait: Duration,
-) -> tokio::task::JoinHandle<Result<tower_lock::LockGuard, tower_lock::LockError>> {
+) -> tokio::task::JoinHandle<Result<tower_lock::lock::LockGuard, tower_lock::LockError>> {
     tokio::spawn(locks.lock(name).wait(wait).acquire())
 }

@@ -1,6 +1,6 @@
 //! A lockable order number, as the tests' handlers use it.
 
-use tower_lock::{KeySource, Lockable};
+use tower_lock::extract::{KeySource, Lockable};
 
 /// An order number from the path parameter `orderId`; its lock is `order:<n>`. Its parse
 /// error quotes the value, as most do.

@@ -3,7 +3,8 @@
 //! (`memory::mutual_exclusion`, `redis::mutual_exclusion`, …), so that one backend's
 //! failures are filtered and read apart from another's.
 
-use tower_lock::{LockManager, LockManagerBuilder};
+use tower_lock::manager::LockManagerBuilder;
+use tower_lock::LockManager;
 
 /// The backend a suite test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +39,8 @@ impl BackendUnderTest {
         }
     }
 
-    /// A manager built by `builder` on this backend.
+    /// A manager built by `builder` on this backend: the one way the tests make a manager
+    /// on a backend under test.
     pub async fn manager(self, builder: LockManagerBuilder) -> LockManager {
         match self.url() {
             None => builder.memory(),
@@ -47,6 +49,14 @@ impl BackendUnderTest {
                 .await
                 .unwrap_or_else(|e| panic!("connect to the test Redis at {url}: {e}")),
         }
+    }
+
+    /// A default manager on this backend whose names start with a prefix of its own
+    /// (`<label>-<unique>:`), so that tests sharing a Redis server never meet.
+    pub async fn prefixed_manager(self, label: &str) -> LockManager {
+        let prefix = super::unique(label) + ":";
+        self.manager(LockManager::builder().key_prefix(prefix))
+            .await
     }
 }
 

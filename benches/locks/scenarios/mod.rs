@@ -26,7 +26,8 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use tower_lock::backend::RedisBackend;
-use tower_lock::{LockLayer, LockManager};
+use tower_lock::layer::LockLayer;
+use tower_lock::LockManager;
 
 use crate::contenders::{self, now_ns, Workload};
 use crate::report::Report;

@@ -43,7 +43,7 @@ pub(super) async fn s5(url: &str, admin: &Client, scale: Scale, report: &mut Rep
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let rss_full = rss_bytes();
-        let channel = tower_lock::backend::redis::unlock_channel(&locks.key(&name).unwrap());
+        let channel = tower_lock::backend::unlock_channel(&locks.key(&name).unwrap());
         while support::numsub(admin, &channel).await == 0 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

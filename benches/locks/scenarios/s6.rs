@@ -8,10 +8,10 @@ const READERS: usize = 32;
 const MIX_WORKERS: u64 = 32;
 
 /// One acquisition of `kind` (plain, read, write) held for `HOLD`.
-async fn hold_once(locks: &LockManager, name: &str, kind: tower_lock::LockKind) {
+async fn hold_once(locks: &LockManager, name: &str, kind: tower_lock::lock::LockKind) {
     let request = match kind {
-        tower_lock::LockKind::Read => locks.read_lock(name),
-        tower_lock::LockKind::Write => locks.write_lock(name),
+        tower_lock::lock::LockKind::Read => locks.read_lock(name),
+        tower_lock::lock::LockKind::Write => locks.write_lock(name),
         _ => locks.lock(name),
     };
     let guard = request
@@ -29,7 +29,9 @@ async fn makespan(locks: &LockManager, name: &str, readers: usize) -> Duration {
     let tasks: Vec<_> = (0..readers)
         .map(|_| {
             let (locks, name) = (locks.clone(), name.to_owned());
-            tokio::spawn(async move { hold_once(&locks, &name, tower_lock::LockKind::Read).await })
+            tokio::spawn(
+                async move { hold_once(&locks, &name, tower_lock::lock::LockKind::Read).await },
+            )
         })
         .collect();
     for task in tasks {
@@ -63,7 +65,7 @@ pub(super) async fn s6(url: &str, admin: &Client, scale: Scale, report: &mut Rep
 
     // The mix: a tenth of the operations write (picked at random). Each variant on a name
     // of its own.
-    let mix = |kind_of: fn(u64) -> tower_lock::LockKind, name: &'static str| {
+    let mix = |kind_of: fn(u64) -> tower_lock::lock::LockKind, name: &'static str| {
         let locks = locks.clone();
         move |n: u64| {
             let locks = locks.clone();
@@ -73,14 +75,14 @@ pub(super) async fn s6(url: &str, admin: &Client, scale: Scale, report: &mut Rep
     let read_write = mix(
         |n| {
             if n % 10 == 0 {
-                tower_lock::LockKind::Write
+                tower_lock::lock::LockKind::Write
             } else {
-                tower_lock::LockKind::Read
+                tower_lock::lock::LockKind::Read
             }
         },
         "bench:s6:mix:rw",
     );
-    let plain = mix(|_| tower_lock::LockKind::Plain, "bench:s6:mix:plain");
+    let plain = mix(|_| tower_lock::lock::LockKind::Plain, "bench:s6:mix:plain");
     let (rw_rate, plain_rate) =
         interleaved_on(MIX_WORKERS, scale.steady, read_write.clone(), plain).await;
     let r = rw_rate / plain_rate;

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::AtomicUsize;
 
-use tower_lock::IdempotencyLayer;
+use tower_lock::idempotency::IdempotencyLayer;
 
 use super::s4::{http_clients, parallel_rounds, serve};
 use super::*;

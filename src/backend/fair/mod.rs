@@ -1,4 +1,4 @@
-//! The fair lock (Redisson's `RFairLock`, [`LockKind::Fair`](crate::LockKind::Fair)): one
+//! The fair lock (Redisson's `RFairLock`, [`LockKind::Fair`](crate::lock::LockKind::Fair)): one
 //! queue of waiters per name, shared by every process, in which a waiter keeps its place
 //! while it waits, and which grants the lock to its head only. The lock itself is the
 //! plain lock's hash. Here: the attempt a backend answers for a fair waiter

@@ -4,8 +4,8 @@ use fred::bytes::BytesMut;
 use fred::bytes_utils::Str;
 use fred::prelude::*;
 
-use super::batch::{OpKind, Operation};
 use super::batch_layout::Layout;
+use super::batch_operation::{OpKind, Operation};
 use crate::backend::redis::names::channel_parts;
 use crate::key::decimal;
 

@@ -13,6 +13,8 @@ pub(in crate::backend) mod batch;
 mod batch_arguments;
 #[cfg(feature = "redis")]
 mod batch_layout;
+#[cfg(feature = "redis")]
+mod batch_operation;
 pub(in crate::backend) mod memory;
 #[cfg(feature = "redis")]
 mod record_redis;

@@ -19,13 +19,13 @@ use crate::kind::LockKind;
 pub(in crate::backend) struct SharedHold {
     /// The writer and its count (Redis: mode `write`).
     writer: Option<(OwnerId, u32)>,
-    readers: Vec<Reader>,
+    readers: Vec<ReadHolder>,
     /// The lock's lease: the writer's, or the longest reader's (Redis: the hash's PEXPIRE).
     pub(in crate::backend) expires: Instant,
 }
 
 #[derive(Debug)]
-struct Reader {
+struct ReadHolder {
     owner: OwnerId,
     count: u32,
     expires: Instant,
@@ -42,7 +42,7 @@ impl SharedHold {
         self.writer.is_some() || !self.readers.is_empty()
     }
 
-    fn reader(&mut self, owner: &OwnerId) -> Option<&mut Reader> {
+    fn reader(&mut self, owner: &OwnerId) -> Option<&mut ReadHolder> {
         self.readers
             .iter_mut()
             .find(|reader| reader.owner == *owner)
@@ -190,7 +190,7 @@ fn take_unmarked(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt
             let (writer, readers) = match args.kind {
                 LockKind::Read => (
                     None,
-                    vec![Reader {
+                    vec![ReadHolder {
                         owner: args.owner.clone(),
                         count: 1,
                         expires: until,
@@ -237,7 +237,7 @@ fn take_unmarked(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt
                 reader.count += 1;
                 reader.expires = reader.expires.max(until);
             }
-            None => shared.readers.push(Reader {
+            None => shared.readers.push(ReadHolder {
                 owner: args.owner.clone(),
                 count: 1,
                 expires: until,

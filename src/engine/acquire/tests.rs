@@ -44,5 +44,8 @@ async fn a_fenced_grant_without_a_token_is_refused_and_given_back() {
     assert!(memory.is_empty(), "nothing left held");
     let plain = locks.lock("tokenless").try_acquire().await.expect("free");
     assert_eq!(plain.fencing_token(), None);
-    assert_eq!(plain.release().await.unwrap(), crate::Released::Unlocked);
+    assert_eq!(
+        plain.release().await.unwrap(),
+        crate::error::Released::Unlocked
+    );
 }

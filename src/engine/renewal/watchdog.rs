@@ -37,7 +37,7 @@ impl Keeper {
 /// Renews the lease once (every lease/3 while held). Returns when to renew next; `None`
 /// when the hold was released, or when the lock is lost (the loss signal fired and a
 /// warning was traced). A failed renewal is retried until the loss deadline, a margin
-/// before the lease could end (see [`LossMargin`](crate::LossMargin)): a holder is told
+/// before the lease could end (see [`LossMargin`](crate::lock::LossMargin)): a holder is told
 /// while nobody else can have the lock yet.
 pub(crate) async fn renew_once(hold: &dyn Renewable, keeper: &mut Keeper) -> Option<Instant> {
     let _renewing = hold.gate().begin()?;

@@ -2,16 +2,13 @@
 //! by sending its body slowly (a trickled upload kept an order locked while a competing
 //! request waited 2.6 s).
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Bytes, HttpBody};
 use axum::BoxError;
 use http::HeaderMap;
-use http_body::{Frame, SizeHint};
 
-use super::request_body::LockRequestBody;
+use super::request_body::{Buffered, LockRequestBody};
 use crate::http::rejection::LockRejection;
 
 /// Default limit of a body read before the lock: 2 MiB, as axum's `DefaultBodyLimit`.
@@ -112,43 +109,12 @@ where
     Ok(Some(Buffered { data, trailers }))
 }
 
-/// A body read in full: its data, then its trailers.
-#[derive(Debug)]
-pub(crate) struct Buffered {
-    data: Option<Bytes>,
-    trailers: Option<HeaderMap>,
-}
-
-impl HttpBody for Buffered {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        if let Some(data) = self.data.take() {
-            return Poll::Ready(Some(Ok(Frame::data(data))));
-        }
-        Poll::Ready(
-            self.trailers
-                .take()
-                .map(|trailers| Ok(Frame::trailers(trailers))),
-        )
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.data.is_none() && self.trailers.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body::Frame;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
 
     fn policy(limit: usize) -> BodyPolicy {
         BodyPolicy {
@@ -170,9 +136,9 @@ mod tests {
 
     /// A body that arrives in chunks.
     #[derive(Debug)]
-    struct Chunks(Vec<&'static str>);
+    struct ChunkedRequestBody(Vec<&'static str>);
 
-    impl HttpBody for Chunks {
+    impl HttpBody for ChunkedRequestBody {
         type Data = Bytes;
         type Error = std::convert::Infallible;
 
@@ -190,7 +156,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_within_the_limit_is_kept_whole() {
-        let read = read_body(Chunks(vec!["ab", "cd"]), &policy(4))
+        let read = read_body(ChunkedRequestBody(vec!["ab", "cd"]), &policy(4))
             .await
             .unwrap();
         assert_eq!(bytes(read).await, "abcd");
@@ -203,7 +169,7 @@ mod tests {
             declared,
             Err(LockRejection::BodyTooLarge { limit: 4 })
         ));
-        let streamed = read_body(Chunks(vec!["abc", "de"]), &policy(4)).await;
+        let streamed = read_body(ChunkedRequestBody(vec!["abc", "de"]), &policy(4)).await;
         assert_eq!(
             streamed.unwrap_err().status(),
             http::StatusCode::PAYLOAD_TOO_LARGE

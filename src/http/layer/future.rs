@@ -17,7 +17,7 @@ use super::request_body::LockRequestBody;
 use super::request_guard::RequestGuard;
 use super::response_body::{Answer, LockResponseBody};
 use super::start::{Acquiring, Later, Start};
-use super::Config;
+use super::LayerConfig;
 use crate::backend::BoxFuture;
 use crate::engine::{InlineWatchdog, PendingWatchdog};
 
@@ -62,7 +62,7 @@ where
     service: Option<S>,
     /// Kept only where a later step needs it (a lock to wait for, an abort on loss): a
     /// clone per request changes the count of an `Arc` shared by every request.
-    config: Option<Arc<Config>>,
+    config: Option<Arc<LayerConfig>>,
 }
 
 #[pin_project(project = StateProj)]
@@ -99,7 +99,7 @@ where
     S: Service<Request<LockRequestBody<B>>>,
 {
     /// Calls `service` once the start is over.
-    pub(super) fn later(later: Later<B>, service: S, config: Arc<Config>) -> Self {
+    pub(super) fn later(later: Later<B>, service: S, config: Arc<LayerConfig>) -> Self {
         let state = match later {
             Later::Boxed(start) => ResponseState::Starting { start },
             Later::Acquire(acquiring) => ResponseState::Acquiring {
@@ -114,7 +114,7 @@ where
     }
 
     /// Started at once: the inner service is called (or the request rejected) now.
-    pub(super) fn started(start: Start<B>, service: &mut S, config: &Arc<Config>) -> Self {
+    pub(super) fn started(start: Start<B>, service: &mut S, config: &Arc<LayerConfig>) -> Self {
         let state = match start {
             Start::Locked(request, guard, watchdog) => ResponseState::Calling {
                 watchdog: match watchdog {
@@ -234,7 +234,7 @@ where
 fn call<S, B>(
     start: Start<B>,
     service: &mut Option<S>,
-    config: &Arc<Config>,
+    config: &Arc<LayerConfig>,
 ) -> ResponseState<S::Future, S::Response, S::Error, B>
 where
     S: Service<Request<LockRequestBody<B>>>,

@@ -15,7 +15,8 @@ impl LockLayer {
     ///
     /// ```
     /// use axum::{routing::get, Router};
-    /// use tower_lock::{LockLayer, LockManager};
+    /// use tower_lock::layer::LockLayer;
+    /// use tower_lock::LockManager;
     ///
     /// async fn show() -> &'static str { "order" }      // GETs of one order run together
     /// async fn update() -> &'static str { "updated" }  // a POST runs alone
@@ -54,7 +55,8 @@ impl LockLayer {
     ///
     /// ```
     /// use axum::{routing::post, Router};
-    /// use tower_lock::{LockLayer, LockManager};
+    /// use tower_lock::layer::LockLayer;
+    /// use tower_lock::LockManager;
     ///
     /// async fn pay() -> &'static str { "paid" } // payments of one order, first come first served
     ///
@@ -75,7 +77,9 @@ impl LockLayer {
     ///
     /// ```
     /// use axum::{routing::put, Extension, Router};
-    /// use tower_lock::{HeldLock, LockLayer, LockManager};
+    /// use tower_lock::extract::HeldLock;
+    /// use tower_lock::layer::LockLayer;
+    /// use tower_lock::LockManager;
     ///
     /// async fn save(Extension(lock): Extension<HeldLock>) -> String {
     ///     let token = lock.fencing_token().expect("a fenced layer's lock has a token");
@@ -88,8 +92,8 @@ impl LockLayer {
     ///     .route_layer(LockLayer::by_path_param("docId").fenced().manager(LockManager::memory()));
     /// ```
     ///
-    /// [`HeldLock::fencing_token`]: crate::HeldLock::fencing_token
-    /// [`Locked`]: crate::Locked
+    /// [`HeldLock::fencing_token`]: crate::extract::HeldLock::fencing_token
+    /// [`Locked`]: crate::extract::Locked
     pub fn fenced(mut self) -> Self {
         self.config_mut().kinds = LayerKinds::Fenced;
         self

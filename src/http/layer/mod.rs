@@ -14,13 +14,14 @@
 //! transfer 7 → 9 and a transfer 9 → 7 never wait for each other in a circle; all or
 //! nothing (a busy key after the wait answers 409 and leaves the other keys free); a key
 //! named twice (`/transfers/7/7`) is taken once. The request then carries a
-//! [`HeldMultiLock`](crate::HeldMultiLock) instead of a [`HeldLock`](crate::HeldLock);
+//! [`HeldMultiLock`](crate::extract::HeldMultiLock) instead of a [`HeldLock`](crate::extract::HeldLock);
 //! everything else (kinds, answers, options) is the same.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use axum::{extract::Path, routing::post, Router};
-//! use tower_lock::{LockLayer, LockManager};
+//! use tower_lock::layer::LockLayer;
+//! use tower_lock::LockManager;
 //! # use tower::ServiceExt;
 //!
 //! async fn transfer(Path((from, to)): Path<(u64, u64)>) -> String {
@@ -51,7 +52,8 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use axum::{routing::post, Router};
-//! use tower_lock::{LockLayer, LockManager};
+//! use tower_lock::layer::LockLayer;
+//! use tower_lock::LockManager;
 //! # use tower::ServiceExt;
 //!
 //! async fn pay() -> &'static str {
@@ -98,8 +100,8 @@ use naming::Naming;
 use options::LayerOptions;
 
 use crate::engine::LockManager;
-use crate::http::extract::Lockable;
 use crate::http::key_source::KeySource;
+use crate::http::locked::Lockable;
 
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
@@ -111,11 +113,11 @@ use crate::http::key_source::KeySource;
 /// [`by_names_fn`](LockLayer::by_names_fn) function.
 #[derive(Clone)]
 pub struct LockLayer {
-    config: Arc<Config>,
+    config: Arc<LayerConfig>,
 }
 
 #[derive(Clone)]
-pub(crate) struct Config {
+pub(crate) struct LayerConfig {
     /// Where the keys come from, and how a raw value becomes a lock's name.
     pub(crate) keys: LayerKeys,
     /// Which kind of lock a request takes.
@@ -126,7 +128,7 @@ pub(crate) struct Config {
 impl LockLayer {
     fn with_keys(keys: LayerKeys) -> Self {
         LockLayer {
-            config: Arc::new(Config {
+            config: Arc::new(LayerConfig {
                 keys,
                 kinds: LayerKinds::Plain,
                 options: LayerOptions::default(),
@@ -144,7 +146,7 @@ impl LockLayer {
     }
 
     /// Locks on a path parameter of the matched route (key `<param>:<value>`, e.g.
-    /// `orderId:42`). A [`Locked<K>`](crate::Locked) extractor locks `K::lock_name()`
+    /// `orderId:42`). A [`Locked<K>`](crate::extract::Locked) extractor locks `K::lock_name()`
     /// instead, a different name: for a route whose lock must exclude an extractor's, use
     /// [`for_key`](Self::for_key).
     pub fn by_path_param(name: impl Into<String>) -> Self {
@@ -168,7 +170,7 @@ impl LockLayer {
         Self::new(KeySource::from_fn(f))
     }
 
-    /// Locks on the same name as the [`Locked<K>`](crate::Locked) extractor,
+    /// Locks on the same name as the [`Locked<K>`](crate::extract::Locked) extractor,
     /// `K::lock_name()` read from `K::source()`: a route under this layer and a route using
     /// the extractor exclude each other on the same value, and a handler using both enters
     /// the layer's lock again instead of waiting for itself.
@@ -224,7 +226,7 @@ impl LockLayer {
     /// too.
     ///
     /// ```
-    /// use tower_lock::LockLayer;
+    /// use tower_lock::layer::LockLayer;
     ///
     /// // `POST /orders/merge?into=7&from=9`: both orders are locked.
     /// let layer = LockLayer::by_names_fn(|parts| {
@@ -246,7 +248,7 @@ impl LockLayer {
         })
     }
 
-    pub(super) fn config_mut(&mut self) -> &mut Config {
+    pub(super) fn config_mut(&mut self) -> &mut LayerConfig {
         Arc::make_mut(&mut self.config)
     }
 
@@ -285,8 +287,8 @@ impl LockLayer {
     /// recommended setup, with no `Extension` layer needed for the layer (and none of its
     /// cost per request).
     ///
-    /// [`Locked<K>`](crate::Locked) extractors behind the layer find the manager through
-    /// the request's [`HeldLock`](crate::HeldLock) or [`HeldMultiLock`](crate::HeldMultiLock)
+    /// [`Locked<K>`](crate::extract::Locked) extractors behind the layer find the manager through
+    /// the request's [`HeldLock`](crate::extract::HeldLock) or [`HeldMultiLock`](crate::extract::HeldMultiLock)
     /// (and, on a request that runs unlocked, in the extensions). It is not put in the
     /// extensions of the requests it locks: handlers that take `Extension<LockManager>`
     /// need `.layer(Extension(manager))`.

@@ -15,7 +15,7 @@ pub(crate) enum Naming {
     /// `<prefix><value>`, with `%`, `{` and `}` in the value percent-escaped (braces
     /// would make a Redis Cluster hash tag of the value).
     Prefixed(Arc<str>),
-    /// A [`Lockable`](crate::Lockable)'s parse and name.
+    /// A [`Lockable`](crate::extract::Lockable)'s parse and name.
     Parsed(Arc<NameFn>),
 }
 

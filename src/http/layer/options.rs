@@ -95,7 +95,7 @@ impl super::LockLayer {
     }
 
     /// The `Retry-After` of a busy answer (default
-    /// [`DEFAULT_BUSY_RETRY_AFTER`](crate::DEFAULT_BUSY_RETRY_AFTER), 1 s; sent in whole
+    /// [`DEFAULT_BUSY_RETRY_AFTER`](crate::rejection::DEFAULT_BUSY_RETRY_AFTER), 1 s; sent in whole
     /// seconds, rounded up). Set it near the time your handler usually holds the lock: the
     /// holder's lease says nothing about that, since the watchdog keeps renewing it.
     pub fn busy_retry_after(mut self, retry_after: std::time::Duration) -> Self {
@@ -121,7 +121,7 @@ impl super::LockLayer {
     /// 503 (default: keep going; the handler sees the loss through the extension the
     /// layer puts in the request). Lost means: a renewal found the lock gone, no renewal
     /// succeeded by the loss deadline, or an explicit lease is ending. The deadline is a
-    /// [`LossMargin`](crate::LossMargin) before the lease could end, so the handler is
+    /// [`LossMargin`](crate::lock::LossMargin) before the lease could end, so the handler is
     /// stopped before anyone else can take the lock.
     pub fn abort_on_lost(mut self) -> Self {
         self.options_mut().abort_on_lost = true;
@@ -155,7 +155,7 @@ impl super::LockLayer {
     /// Replaces the responses for lock failures.
     pub fn map_rejection(
         mut self,
-        f: impl Fn(crate::LockRejection) -> axum::response::Response + Send + Sync + 'static,
+        f: impl Fn(crate::http::LockRejection) -> axum::response::Response + Send + Sync + 'static,
     ) -> Self {
         self.options_mut().map_rejection = Some(std::sync::Arc::new(f));
         self

@@ -9,7 +9,7 @@ use axum::BoxError;
 use http_body::{Frame, SizeHint};
 use pin_project::pin_project;
 
-use super::body::Buffered;
+use http::HeaderMap;
 
 /// Request body that [`Lock`](super::Lock) gives its inner service: the body that was read
 /// in full before the lock was taken (the default), or the request's own body `B`
@@ -21,12 +21,12 @@ use super::body::Buffered;
 #[derive(Debug)]
 pub struct LockRequestBody<B> {
     #[pin]
-    body: Which<B>,
+    body: RequestBodyKind<B>,
 }
 
-#[pin_project(project = WhichProj)]
+#[pin_project(project = RequestBodyKindProj)]
 #[derive(Debug)]
-enum Which<B> {
+enum RequestBodyKind<B> {
     Buffered(Buffered),
     Streaming(#[pin] B),
 }
@@ -34,13 +34,13 @@ enum Which<B> {
 impl<B> LockRequestBody<B> {
     pub(crate) fn buffered(body: Buffered) -> Self {
         LockRequestBody {
-            body: Which::Buffered(body),
+            body: RequestBodyKind::Buffered(body),
         }
     }
 
     pub(crate) fn streaming(body: B) -> Self {
         LockRequestBody {
-            body: Which::Streaming(body),
+            body: RequestBodyKind::Streaming(body),
         }
     }
 }
@@ -58,10 +58,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().body.project() {
-            WhichProj::Buffered(body) => Pin::new(body)
+            RequestBodyKindProj::Buffered(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map(|frame| frame.map(|frame| frame.map_err(Into::into))),
-            WhichProj::Streaming(body) => body
+            RequestBodyKindProj::Streaming(body) => body
                 .poll_frame(cx)
                 .map(|frame| frame.map(|frame| frame.map_err(Into::into))),
         }
@@ -69,15 +69,49 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.body {
-            Which::Buffered(body) => body.is_end_stream(),
-            Which::Streaming(body) => body.is_end_stream(),
+            RequestBodyKind::Buffered(body) => body.is_end_stream(),
+            RequestBodyKind::Streaming(body) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.body {
-            Which::Buffered(body) => body.size_hint(),
-            Which::Streaming(body) => body.size_hint(),
+            RequestBodyKind::Buffered(body) => body.size_hint(),
+            RequestBodyKind::Streaming(body) => body.size_hint(),
         }
+    }
+}
+
+/// A body read in full: its data, then its trailers.
+#[derive(Debug)]
+pub(crate) struct Buffered {
+    pub(super) data: Option<Bytes>,
+    pub(super) trailers: Option<HeaderMap>,
+}
+
+impl HttpBody for Buffered {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Some(data) = self.data.take() {
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        Poll::Ready(
+            self.trailers
+                .take()
+                .map(|trailers| Ok(Frame::trailers(trailers))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none() && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
     }
 }

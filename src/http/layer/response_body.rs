@@ -19,12 +19,12 @@ use pin_project::pin_project;
 #[derive(Debug)]
 pub struct LockResponseBody<B> {
     #[pin]
-    body: Which<B>,
+    body: ResponseBodyKind<B>,
 }
 
-#[pin_project(project = WhichProj)]
+#[pin_project(project = ResponseBodyKindProj)]
 #[derive(Debug)]
-enum Which<B> {
+enum ResponseBodyKind<B> {
     Inner(#[pin] B),
     Rejection(Body),
 }
@@ -32,13 +32,13 @@ enum Which<B> {
 impl<B> LockResponseBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         LockResponseBody {
-            body: Which::Inner(body),
+            body: ResponseBodyKind::Inner(body),
         }
     }
 
     pub(crate) fn rejection(body: Body) -> Self {
         LockResponseBody {
-            body: Which::Rejection(body),
+            body: ResponseBodyKind::Rejection(body),
         }
     }
 }
@@ -56,22 +56,24 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().body.project() {
-            WhichProj::Inner(body) => body.poll_frame(cx).map_err(Into::into),
-            WhichProj::Rejection(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            ResponseBodyKindProj::Inner(body) => body.poll_frame(cx).map_err(Into::into),
+            ResponseBodyKindProj::Rejection(body) => {
+                Pin::new(body).poll_frame(cx).map_err(Into::into)
+            }
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.body {
-            Which::Inner(body) => body.is_end_stream(),
-            Which::Rejection(body) => body.is_end_stream(),
+            ResponseBodyKind::Inner(body) => body.is_end_stream(),
+            ResponseBodyKind::Rejection(body) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.body {
-            Which::Inner(body) => body.size_hint(),
-            Which::Rejection(body) => body.size_hint(),
+            ResponseBodyKind::Inner(body) => body.size_hint(),
+            ResponseBodyKind::Rejection(body) => body.size_hint(),
         }
     }
 }

@@ -12,14 +12,14 @@ use super::future::LockResponseFuture;
 use super::request_body::LockRequestBody;
 use super::response_body::LockResponseBody;
 use super::start::begin;
-use super::{Config, LockLayer};
+use super::{LayerConfig, LockLayer};
 use crate::http::key_source::KeySource;
 
 /// Runs each request under its lock (or its locks). Built by [`LockLayer`].
 #[derive(Clone)]
 pub struct Lock<S> {
     inner: S,
-    config: Arc<Config>,
+    config: Arc<LayerConfig>,
 }
 
 impl<S> Lock<S> {

@@ -18,7 +18,7 @@ use super::body::read_body;
 use super::keys::ReadKeys;
 use super::request_body::LockRequestBody;
 use super::request_guard::RequestGuard;
-use super::Config;
+use super::LayerConfig;
 use crate::backend::BoxFuture;
 use crate::engine::{Acquired, LockManager, LockRequest, MultiLockGuard, PendingWatchdog};
 use crate::error::LockError;
@@ -63,7 +63,11 @@ pub(super) struct Acquiring<B> {
 
 impl<B> Acquiring<B> {
     /// The request with its lock, or what to answer instead.
-    pub(super) fn finish(self, config: &Config, acquired: Result<Acquired, LockError>) -> Start<B> {
+    pub(super) fn finish(
+        self,
+        config: &LayerConfig,
+        acquired: Result<Acquired, LockError>,
+    ) -> Start<B> {
         let body = LockRequestBody::streaming(self.body);
         finish(config, self.parts, body, acquired, self.key.as_ref())
     }
@@ -71,7 +75,7 @@ impl<B> Acquiring<B> {
 
 /// Starts a request: done (`Ok`), or what it waits for.
 #[allow(clippy::result_large_err)] // as large as `Start`, which holds the request too
-pub(super) fn begin<B>(config: &Arc<Config>, request: Request<B>) -> Result<Start<B>, Later<B>>
+pub(super) fn begin<B>(config: &Arc<LayerConfig>, request: Request<B>) -> Result<Start<B>, Later<B>>
 where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
@@ -155,13 +159,13 @@ where
 
 /// Whether the body is read before the lock is asked for: unless the layer streams it, and
 /// unless it is empty already (no read to wait for).
-fn reads_first<B: HttpBody>(config: &Config, body: &B) -> bool {
+fn reads_first<B: HttpBody>(config: &LayerConfig, body: &B) -> bool {
     config.options.body.reads_first() && !body.is_end_stream()
 }
 
 /// Reads the whole body within the layer's limits, then takes the lock.
 async fn read_then_lock<B>(
-    config: Arc<Config>,
+    config: Arc<LayerConfig>,
     lock: LockRequest,
     parts: Parts,
     body: B,
@@ -183,14 +187,14 @@ where
 }
 
 /// A request that runs without a lock (it carries no [`HeldLock`]).
-fn unlocked<B>(config: &Config, mut parts: Parts, body: LockRequestBody<B>) -> Start<B> {
+fn unlocked<B>(config: &LayerConfig, mut parts: Parts, body: LockRequestBody<B>) -> Start<B> {
     config.options.unlocked_extensions(&mut parts);
     Start::Unlocked(Request::from_parts(parts, body))
 }
 
 /// The request with its lock, or what to answer instead.
 fn finish<B>(
-    config: &Config,
+    config: &LayerConfig,
     mut parts: Parts,
     body: LockRequestBody<B>,
     acquired: Result<Acquired, LockError>,
@@ -208,7 +212,7 @@ fn finish<B>(
 
 /// The request with its locks, or what to answer instead.
 fn finish_many<B>(
-    config: &Config,
+    config: &LayerConfig,
     manager: LockManager,
     mut parts: Parts,
     body: LockRequestBody<B>,
@@ -227,7 +231,7 @@ fn finish_many<B>(
 /// A request whose lock was not taken: unlocked when the backend is down and the layer
 /// fails open, else the rejection.
 fn not_acquired<B>(
-    config: &Config,
+    config: &LayerConfig,
     parts: Parts,
     body: LockRequestBody<B>,
     error: LockError,

@@ -19,7 +19,7 @@ use crate::kind::LockKind;
 /// A request value that names a lock, such as an order id.
 ///
 /// ```
-/// use tower_lock::{KeySource, Lockable};
+/// use tower_lock::extract::{KeySource, Lockable};
 ///
 /// struct OrderId(u64);
 ///
@@ -48,12 +48,12 @@ pub trait Lockable: Sized + Send + 'static {
 
 /// Extracts `K`, takes its lock, and holds it while the handler runs: the lock is
 /// released when the handler's future finishes or is dropped (in the background, right
-/// away). If [`LockLayer`](crate::LockLayer) already holds the same key for this request,
+/// away). If [`LockLayer`](crate::layer::LockLayer) already holds the same key for this request,
 /// the extractor enters that lock again (same owner) instead of waiting for itself.
 ///
 /// The lock is named `K::lock_name()` (under the manager's prefix). A layer excludes it
 /// only when it names its locks the same way: [`LockLayer::for_key::<K>()`]; a layer
-/// built with [`by_path_param`](crate::LockLayer::by_path_param) locks `<param>:<value>`,
+/// built with [`by_path_param`](crate::layer::LockLayer::by_path_param) locks `<param>:<value>`,
 /// another name.
 ///
 /// Axum runs this extractor before the body is read: a handler that also takes the body
@@ -61,11 +61,11 @@ pub trait Lockable: Sized + Send + 'static {
 /// [`LockLayer::for_key::<K>()`] (which reads the body first) and let the extractor
 /// enter its lock.
 ///
-/// [`LockLayer::for_key::<K>()`]: crate::LockLayer::for_key
+/// [`LockLayer::for_key::<K>()`]: crate::layer::LockLayer::for_key
 ///
 /// The [`LockManager`] comes from the request extensions (`.layer(Extension(manager))`),
-/// else from the lock of a [`LockLayer`](crate::LockLayer) given one with
-/// [`manager`](crate::LockLayer::manager), else from the router's state (see
+/// else from the lock of a [`LockLayer`](crate::layer::LockLayer) given one with
+/// [`manager`](crate::layer::LockLayer::manager), else from the router's state (see
 /// [`LockManagerState`]: a state that gives a `LockManager` through axum's `FromRef`).
 /// A router with a state of its own that holds no manager implements
 /// [`LockManagerState`] for it, returning `None` (one line); otherwise the handler does
@@ -77,7 +77,8 @@ pub trait Lockable: Sized + Send + 'static {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use axum::{routing::post, Extension, Router};
-/// use tower_lock::{KeySource, Lockable, LockManager, Locked};
+/// use tower_lock::extract::{KeySource, Lockable, Locked};
+/// use tower_lock::LockManager;
 /// # use tower::ServiceExt;
 ///
 /// struct OrderId(u64);

@@ -1,0 +1,55 @@
+//! One lock operation of a batch script call (see `batch.lua`), and the text that tells the
+//! script what to do with it.
+
+use std::time::Duration;
+
+use fred::prelude::*;
+
+use crate::key::{LockKey, OwnerId};
+
+/// One lock operation for the batch script.
+pub(in crate::backend) struct Operation {
+    pub(in crate::backend) kind: OpKind,
+    pub(in crate::backend) key: LockKey,
+    pub(in crate::backend) owner: OwnerId,
+    pub(in crate::backend) lease: Duration,
+    pub(in crate::backend) expected: u32,
+    /// A hand-over's successor (see `batch.lua`).
+    pub(in crate::backend) successor: Option<OwnerId>,
+    /// A last release's run to announce (see `ReleaseArgs::announce_run`).
+    pub(in crate::backend) announce: Option<u32>,
+}
+
+/// What an operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::backend) enum OpKind {
+    Acquire,
+    Release,
+    /// The owner's last hold goes straight to [`Operation::successor`].
+    HandOver,
+    Renew,
+}
+
+impl Operation {
+    /// What the script does (see `batch.lua`); small counts are static text
+    /// (rendering an integer costs fred a logarithm).
+    pub(in crate::backend) fn op_text(&self) -> Value {
+        match (self.kind, self.expected) {
+            (OpKind::Renew, _) => Value::from_static_str("r"),
+            (OpKind::HandOver, _) => Value::from_static_str("h"),
+            (OpKind::Acquire, 0) => Value::from_static_str("0"),
+            (OpKind::Acquire, 1) => Value::from_static_str("1"),
+            (OpKind::Acquire, 2) => Value::from_static_str("2"),
+            (OpKind::Acquire, n) => Value::from(n.to_string()),
+            // A release always has a hold to drop (`ReleaseArgs::expected` ≥ 1); `-0` would
+            // read as an acquisition.
+            (OpKind::Release, 0 | 1) => match self.announce {
+                None => Value::from_static_str("-1"),
+                // A last release that announces the run it ends (rare: once a run).
+                Some(holds) => Value::from(format!("a{holds}")),
+            },
+            (OpKind::Release, 2) => Value::from_static_str("-2"),
+            (OpKind::Release, n) => Value::from(format!("-{n}")),
+        }
+    }
+}
