@@ -40,6 +40,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 # The package builds as published (only the library, its docs and the licences).
 cargo publish --dry-run --allow-dirty --quiet
 cargo test
+# With no features: the engine, the in-memory backend, their unit tests and doc examples.
+cargo test --no-default-features
 # The metrics feature's own test (left out of the default features).
 cargo test --features metrics --test metrics
 # The benchmark's shortened run: it must complete (figures are reported, not judged here).
