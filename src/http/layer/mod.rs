@@ -70,6 +70,7 @@
 //! ```
 
 pub(crate) mod body;
+mod either_body;
 pub(crate) mod future;
 mod keys;
 mod kinds;

@@ -11,6 +11,8 @@ use pin_project::pin_project;
 
 use http::HeaderMap;
 
+use super::either_body::EitherBody;
+
 /// Request body that [`Lock`](super::Lock) gives its inner service: the body that was read
 /// in full before the lock was taken (the default), or the request's own body `B`
 /// untouched, when the layer [streams](super::LockLayer::stream_body) it or it was empty.
@@ -21,26 +23,19 @@ use http::HeaderMap;
 #[derive(Debug)]
 pub struct LockRequestBody<B> {
     #[pin]
-    body: RequestBodyKind<B>,
-}
-
-#[pin_project(project = RequestBodyKindProj)]
-#[derive(Debug)]
-enum RequestBodyKind<B> {
-    Buffered(Buffered),
-    Streaming(#[pin] B),
+    body: EitherBody<Buffered, B>,
 }
 
 impl<B> LockRequestBody<B> {
     pub(crate) fn buffered(body: Buffered) -> Self {
         LockRequestBody {
-            body: RequestBodyKind::Buffered(body),
+            body: EitherBody::Left(body),
         }
     }
 
     pub(crate) fn streaming(body: B) -> Self {
         LockRequestBody {
-            body: RequestBodyKind::Streaming(body),
+            body: EitherBody::Right(body),
         }
     }
 }
@@ -57,28 +52,15 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.project().body.project() {
-            RequestBodyKindProj::Buffered(body) => Pin::new(body)
-                .poll_frame(cx)
-                .map(|frame| frame.map(|frame| frame.map_err(Into::into))),
-            RequestBodyKindProj::Streaming(body) => body
-                .poll_frame(cx)
-                .map(|frame| frame.map(|frame| frame.map_err(Into::into))),
-        }
+        self.project().body.poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.body {
-            RequestBodyKind::Buffered(body) => body.is_end_stream(),
-            RequestBodyKind::Streaming(body) => body.is_end_stream(),
-        }
+        self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.body {
-            RequestBodyKind::Buffered(body) => body.size_hint(),
-            RequestBodyKind::Streaming(body) => body.size_hint(),
-        }
+        self.body.size_hint()
     }
 }
 

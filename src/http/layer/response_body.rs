@@ -10,6 +10,8 @@ use axum::BoxError;
 use http_body::{Frame, SizeHint};
 use pin_project::pin_project;
 
+use super::either_body::EitherBody;
+
 /// Response body of [`Lock`](super::Lock): the inner service's body as it is (no
 /// conversion, no extra allocation), or the body of a rejection the layer answered with
 /// (its own, or one made by [`map_rejection`](super::LockLayer::map_rejection)).
@@ -19,26 +21,19 @@ use pin_project::pin_project;
 #[derive(Debug)]
 pub struct LockResponseBody<B> {
     #[pin]
-    body: ResponseBodyKind<B>,
-}
-
-#[pin_project(project = ResponseBodyKindProj)]
-#[derive(Debug)]
-enum ResponseBodyKind<B> {
-    Inner(#[pin] B),
-    Rejection(Body),
+    body: EitherBody<B, Body>,
 }
 
 impl<B> LockResponseBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         LockResponseBody {
-            body: ResponseBodyKind::Inner(body),
+            body: EitherBody::Left(body),
         }
     }
 
     pub(crate) fn rejection(body: Body) -> Self {
         LockResponseBody {
-            body: ResponseBodyKind::Rejection(body),
+            body: EitherBody::Right(body),
         }
     }
 }
@@ -55,26 +50,15 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.project().body.project() {
-            ResponseBodyKindProj::Inner(body) => body.poll_frame(cx).map_err(Into::into),
-            ResponseBodyKindProj::Rejection(body) => {
-                Pin::new(body).poll_frame(cx).map_err(Into::into)
-            }
-        }
+        self.project().body.poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.body {
-            ResponseBodyKind::Inner(body) => body.is_end_stream(),
-            ResponseBodyKind::Rejection(body) => body.is_end_stream(),
-        }
+        self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.body {
-            ResponseBodyKind::Inner(body) => body.size_hint(),
-            ResponseBodyKind::Rejection(body) => body.size_hint(),
-        }
+        self.body.size_hint()
     }
 }
 
