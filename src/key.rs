@@ -93,6 +93,10 @@ impl LockKey {
                 "the lock name is {name_len} bytes long; the limit is {max_len} bytes"
             ));
         }
+        if let ([part], true) = (name, prefix.is_empty()) {
+            // One part and no prefix: the name is the key (no copy to join it in).
+            return Ok(LockKey::from_text(Arc::from(*part)));
+        }
         let parts = std::iter::once(&prefix).chain(name);
         let len = prefix.len() + name_len;
         let mut short = [0u8; SHORT_KEY];

@@ -64,7 +64,7 @@ impl Hold {
     /// A hold with one count, its lease running from `acquired_at`.
     #[inline]
     pub(super) fn new(new: NewHold) -> Arc<Hold> {
-        let margin = new.manager.settings().loss_margin.for_lease(new.lease);
+        let margin = new.manager.loss_margin(new.lease);
         let span = telemetry::hold_span(&new.key, new.kind, &new.owner);
         Arc::new(Hold {
             loss: Loss::new(new.acquired_at + new.lease, margin),

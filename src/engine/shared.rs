@@ -3,6 +3,7 @@
 //! background work.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 
@@ -23,6 +24,9 @@ pub(crate) struct ManagerInner {
     /// Whether last releases hand the lock to a local waiter: the backend hands over and
     /// the limit is not 0.
     hands_over: bool,
+    /// The loss margin of the default lease, worked out once (every hold of a request
+    /// without a lease of its own needs it).
+    default_margin: Duration,
     /// The runtime the manager was built or first used in: background work (a dropped
     /// guard's release, the renewal task) goes there when it starts outside a runtime.
     /// Holds do not keep a handle each: cloning one changes a count shared by every
@@ -38,7 +42,9 @@ impl ManagerInner {
         let queues = WaitQueues::new(!capabilities.subscribes);
         store.listen(Notices::new(queues.clone()));
         let hands_over = capabilities.hands_over && settings.hand_over_limit > 0;
+        let default_margin = settings.loss_margin.for_lease(settings.lease);
         ManagerInner {
+            default_margin,
             store,
             queues,
             ids: Ids::new(),
@@ -61,6 +67,15 @@ impl ManagerInner {
 
     pub(crate) fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// How long before `lease` could end a hold is presumed lost (the manager's
+    /// [`LossMargin`](crate::lock::LossMargin) for that lease).
+    pub(crate) fn loss_margin(&self, lease: Duration) -> Duration {
+        if lease == self.settings.lease {
+            return self.default_margin;
+        }
+        self.settings.loss_margin.for_lease(lease)
     }
 
     pub(crate) fn renewals(&self) -> &Arc<Renewals> {

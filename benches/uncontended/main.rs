@@ -1,0 +1,214 @@
+//! Where an uncontended acquire + release spends its time, client and server side.
+//!
+//! ```sh
+//! cargo bench --bench uncontended                    # latencies, each over the EVAL floor
+//! cargo bench --bench uncontended -- engine 20000    # one part alone, for a profiler:
+//! valgrind --tool=callgrind target/release/deps/uncontended-<hash> engine 2000
+//! ```
+//!
+//! Starts its own redis-server on a loopback port (or uses `REDIS_URL`). Without a part
+//! it interleaves four things through one fred client, as a user's code runs them (a
+//! default manager, the watchdog lease, the multi-thread runtime): `EVAL "return 1"` (the
+//! floor), the manager's acquire and release, and the backend's own acquire and release
+//! (the same script calls without the engine). It prints each p50 over the floor and
+//! redis-server's own time per call (`INFO commandstats`). With a part (`eval`, `backend`,
+//! `engine`) and a count, it runs only that part, so that a profiler's count for `n` and
+//! for `3n` operations gives the cost of one.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fred::prelude::*;
+use tower_lock::backend::{AcquireArgs, Backend, RedisBackend, ReleaseArgs};
+use tower_lock::lock::{LockKind, OwnerId};
+use tower_lock::LockManager;
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let part = args.first().cloned();
+    let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(20_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(run(part, n));
+}
+
+/// One backend operation's arguments, on `key` for `owner`.
+struct Raw {
+    backend: RedisBackend,
+    key: tower_lock::lock::LockKey,
+    owner: OwnerId,
+}
+
+impl Raw {
+    async fn acquire(&self) {
+        let args = AcquireArgs {
+            key: self.key.clone(),
+            kind: LockKind::Plain,
+            owner: self.owner.clone(),
+            lease: Duration::from_secs(30),
+            expected: 0,
+            waits: false,
+            unless_recorded: false,
+        };
+        self.backend.acquire(args).await.expect("acquire");
+    }
+
+    async fn release(&self) {
+        let args = ReleaseArgs {
+            key: self.key.clone(),
+            kind: LockKind::Plain,
+            owner: self.owner.clone(),
+            lease: Duration::from_secs(30),
+            expected: 1,
+            successor: None,
+            announce_run: None,
+            record: None,
+        };
+        self.backend.release(args).await.expect("release");
+    }
+}
+
+async fn run(part: Option<String>, n: usize) {
+    let server = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => {
+            let server = support::RedisServer::start();
+            (server.url(), Some(server))
+        }
+    };
+    let url = server.0.clone();
+    let backend = RedisBackend::connect(&url).await.expect("connect");
+    let client = backend.client().clone();
+    let locks = LockManager::builder().backend(backend.clone());
+    let raw = Raw {
+        backend,
+        key: locks.key("bench:uncontended:raw").expect("a valid name"),
+        owner: OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1"),
+    };
+    let eval = || async {
+        let _: i64 = client
+            .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
+            .await
+            .expect("EVAL");
+    };
+    let engine = || async {
+        let guard = locks
+            .lock("bench:uncontended")
+            .acquire()
+            .await
+            .expect("acquire");
+        let released = guard.release().await.expect("release");
+        assert_eq!(released, tower_lock::lock::Released::Unlocked);
+    };
+    match part.as_deref() {
+        Some("eval") => {
+            for _ in 0..n {
+                eval().await;
+                eval().await;
+            }
+            return;
+        }
+        Some("backend") => {
+            for _ in 0..n {
+                raw.acquire().await;
+                raw.release().await;
+            }
+            return;
+        }
+        Some("engine") => {
+            for _ in 0..n {
+                engine().await;
+            }
+            return;
+        }
+        Some(other) => panic!("unknown part `{other}`: eval, backend or engine"),
+        None => {}
+    }
+    let admin = support::client(&url).await;
+    let resetstat = fred::types::CustomCommand::new_static("CONFIG", None, false);
+    let _: () = admin
+        .custom(resetstat, vec!["RESETSTAT"])
+        .await
+        .expect("CONFIG RESETSTAT");
+    let mut times: [Vec<Duration>; 5] = Default::default();
+    for round in 0..(n + n / 10) {
+        let mut timed = [Duration::ZERO; 5];
+        let t = Instant::now();
+        eval().await;
+        timed[0] = t.elapsed();
+        let t = Instant::now();
+        let guard = locks
+            .lock("bench:uncontended")
+            .acquire()
+            .await
+            .expect("acquire");
+        timed[1] = t.elapsed();
+        let t = Instant::now();
+        let released = guard.release().await.expect("release");
+        timed[2] = t.elapsed();
+        assert_eq!(released, tower_lock::lock::Released::Unlocked);
+        let t = Instant::now();
+        raw.acquire().await;
+        timed[3] = t.elapsed();
+        let t = Instant::now();
+        raw.release().await;
+        timed[4] = t.elapsed();
+        if round >= n / 10 {
+            // the first tenth warms up
+            for (all, one) in times.iter_mut().zip(timed) {
+                all.push(one);
+            }
+        }
+    }
+    let p50s: Vec<Duration> = times
+        .iter_mut()
+        .map(|all| {
+            all.sort();
+            all[all.len() / 2]
+        })
+        .collect();
+    let floor = p50s[0].as_secs_f64();
+    let over = |d: Duration| d.as_secs_f64() / floor;
+    println!("| part | p50 | ÷ EVAL floor |");
+    println!("|---|---:|---:|");
+    let names = [
+        "EVAL \"return 1\" (floor)",
+        "manager acquire",
+        "manager release",
+        "backend acquire (no engine)",
+        "backend release (no engine)",
+    ];
+    for (name, p50) in names.iter().zip(&p50s) {
+        println!("| {name} | {p50:.1?} | {:.2} |", over(*p50));
+    }
+    println!(
+        "| manager (acquire + release) | | {:.2} |",
+        over(p50s[1]) + over(p50s[2])
+    );
+    let stats: String = admin
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .expect("INFO commandstats");
+    println!("\nredis-server, µs per call (INFO commandstats; the scripts' own calls inside):");
+    for line in stats.lines().filter(|l| l.starts_with("cmdstat_")) {
+        let name = line
+            .trim_start_matches("cmdstat_")
+            .split(':')
+            .next()
+            .unwrap_or("");
+        let per_call = line
+            .split(',')
+            .find_map(|field| field.strip_prefix("usec_per_call="))
+            .unwrap_or("?");
+        println!("  {name:<10} {per_call}");
+    }
+    drop(server);
+}
