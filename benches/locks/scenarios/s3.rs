@@ -35,6 +35,32 @@ pub(super) async fn s3(url: &str, scale: Scale, report: &mut Report) {
         r >= 0.4,
     );
 
+    // The polling lock of other libraries (rslock's algorithm: SET NX PX, then a
+    // compare-and-delete script), on a client of its own, against tower-lock again.
+    let polling = contenders::Contender::Polling {
+        client: support::client(url).await,
+        every: Duration::from_millis(10),
+    };
+    let poll_op = move |n: u64| {
+        let polling = polling.clone();
+        async move {
+            let name = format!("bench:s3:poll:{}", n % 10_000);
+            polling.acquire(&name).await.release().await;
+        }
+    };
+    let locks = LockManager::builder().backend(RedisBackend::connect(url).await.expect("connect"));
+    let lock_op = move |n| lock_cycle(locks.clone(), n);
+    let (poll_rate, lock_rate) = interleaved(scale.s3_duration, poll_op, lock_op).await;
+    let r = lock_rate / poll_rate;
+    report.goal(
+        "S3 redis",
+        "acquire+release throughput ÷ the polling lock's (SET NX PX + compare-and-delete)",
+        format!("{lock_rate:.0}/s ÷ {poll_rate:.0}/s = {r:.2} ×"),
+        r,
+        "≥ 1.0 ×",
+        r >= 1.0,
+    );
+
     let mutexes: Arc<Vec<tokio::sync::Mutex<()>>> =
         Arc::new((0..10_000).map(|_| tokio::sync::Mutex::new(())).collect());
     let mutex_op = move |n: u64| {
