@@ -7,7 +7,6 @@ use fred::prelude::*;
 use super::batch_layout::Layout;
 use super::batch_operation::{OpKind, Operation};
 use crate::backend::redis::names::channel_parts;
-use crate::key::decimal;
 
 /// `EVALSHA`'s arguments for `operations` (the SHA, the key count, the keys, the script's
 /// arguments), written into one buffer that they all share: fred keeps a handle on every
@@ -63,12 +62,16 @@ pub(in crate::backend) fn arguments(
     }
     if layout.has_header() {
         for count in [layout.shared_exists, layout.deferred_from] {
-            arguments.push(Value::Bytes(piece(&[decimal(count as u64, &mut [0; 20])])));
+            arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
+                .format(count)
+                .as_bytes()])));
         }
     }
     for operation in ordered() {
         let lease = operation.lease.as_millis().clamp(1, i64::MAX as u128) as u64;
-        arguments.push(Value::Bytes(piece(&[decimal(lease, &mut [0; 20])])));
+        arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
+            .format(lease)
+            .as_bytes()])));
         arguments.push(Value::Bytes(piece(&[operation.owner.as_bytes()])));
         arguments.push(operation.op_text());
         if let Some(successor) = &operation.successor {
