@@ -12,8 +12,8 @@
 //! floor), the manager's acquire and release, and the backend's own acquire and release
 //! (the same script calls without the engine). It prints each p50 over the floor and
 //! redis-server's own time per call (`INFO commandstats`). With a part (`eval`, `backend`,
-//! `engine`) and a count, it runs only that part, so that a profiler's count for `n` and
-//! for `3n` operations gives the cost of one.
+//! `engine`, or `memory`: the in-memory backend, no Redis) and a count, it runs only that
+//! part, so that a profiler's count for `n` and for `3n` operations gives the cost of one.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -77,6 +77,16 @@ impl Raw {
 }
 
 async fn run(part: Option<String>, n: usize) {
+    if part.as_deref() == Some("memory") {
+        // The in-memory backend: no Redis, no I/O (callgrind's figure in performance.md).
+        let memory = LockManager::memory();
+        for _ in 0..n {
+            let guard = memory.lock("bench:s1").acquire().await.expect("acquire");
+            let released = guard.release().await.expect("release");
+            assert_eq!(released, tower_lock::lock::Released::Unlocked);
+        }
+        return;
+    }
     let server = match std::env::var("REDIS_URL") {
         Ok(url) if !url.is_empty() => (url, None),
         _ => {
@@ -129,7 +139,7 @@ async fn run(part: Option<String>, n: usize) {
             }
             return;
         }
-        Some(other) => panic!("unknown part `{other}`: eval, backend or engine"),
+        Some(other) => panic!("unknown part `{other}`: eval, backend, engine or memory"),
         None => {}
     }
     let admin = support::client(&url).await;
