@@ -51,3 +51,36 @@ where
         }
     }
 }
+
+/// `HttpBody` for a public body type `$name<B>` whose pinned field `body` is an
+/// [`EitherBody`] of `B` and a body of the layer's own: the type's frames are its field's.
+macro_rules! delegate_to_either_body {
+    ($name:ident) => {
+        impl<B> http_body::Body for $name<B>
+        where
+            B: http_body::Body<Data = axum::body::Bytes>,
+            B::Error: Into<axum::BoxError>,
+        {
+            type Data = axum::body::Bytes;
+            type Error = axum::BoxError;
+
+            fn poll_frame(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<
+                Option<Result<http_body::Frame<axum::body::Bytes>, axum::BoxError>>,
+            > {
+                self.project().body.poll_frame(cx)
+            }
+
+            fn is_end_stream(&self) -> bool {
+                self.body.is_end_stream()
+            }
+
+            fn size_hint(&self) -> http_body::SizeHint {
+                self.body.size_hint()
+            }
+        }
+    };
+}
+pub(super) use delegate_to_either_body;

@@ -5,13 +5,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Bytes, HttpBody};
-use axum::BoxError;
+use http::HeaderMap;
 use http_body::{Frame, SizeHint};
 use pin_project::pin_project;
 
-use http::HeaderMap;
-
-use super::either_body::EitherBody;
+use super::either_body::{delegate_to_either_body, EitherBody};
 
 /// Request body that [`Lock`](super::Lock) gives its inner service: the body that was read
 /// in full before the lock was taken (the default), or the request's own body `B`
@@ -40,29 +38,7 @@ impl<B> LockRequestBody<B> {
     }
 }
 
-impl<B> HttpBody for LockRequestBody<B>
-where
-    B: HttpBody<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.project().body.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
+delegate_to_either_body!(LockRequestBody);
 
 /// A body read in full: its data, then its trailers.
 #[derive(Debug)]

@@ -1,16 +1,11 @@
 //! The body of a response from [`Lock`](super::Lock): the inner service's own, or the
 //! body of the layer's rejection.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::Body;
 use axum::response::Response;
-use axum::BoxError;
-use http_body::{Frame, SizeHint};
 use pin_project::pin_project;
 
-use super::either_body::EitherBody;
+use super::either_body::{delegate_to_either_body, EitherBody};
 
 /// Response body of [`Lock`](super::Lock): the inner service's body as it is (no
 /// conversion, no extra allocation), or the body of a rejection the layer answered with
@@ -38,29 +33,7 @@ impl<B> LockResponseBody<B> {
     }
 }
 
-impl<B> HttpBody for LockResponseBody<B>
-where
-    B: HttpBody<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.project().body.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
+delegate_to_either_body!(LockResponseBody);
 
 /// What a lock layer's response future answers with: the inner service's response, or a
 /// rejection.
