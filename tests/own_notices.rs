@@ -20,12 +20,18 @@ async fn a_failed_release_leaves_no_notice_expected() {
     let here = LockManager::redis(&server.url()).await.unwrap();
     let name = support::unique("echo");
 
-    // A holder here with a waiter here: this process listens on the name.
+    // A holder here with a waiter here: this process listens on the name. The waiter's
+    // first attempt must have reached Redis (and found the lock busy) before the key is
+    // changed below: one that lands after the DEL would take the lock, and the SET would
+    // then destroy it under the waiter (a slow machine did that).
     let holder = here.lock(&name).acquire().await.unwrap();
+    let attempts_before = support::command_calls(&admin, "evalsha").await;
     let waiter = support::spawn_waiter(&here, &name, Duration::from_secs(30));
-    support::eventually("the waiter listens", || async {
+    support::eventually("the waiter listens, its first attempt answered", || async {
         let channel = tower_lock::backend::unlock_channel(holder.key());
-        (support::numsub(&admin, &channel).await == 1).then_some(())
+        let listens = support::numsub(&admin, &channel).await == 1;
+        let tried = support::command_calls(&admin, "evalsha").await > attempts_before;
+        (listens && tried).then_some(())
     })
     .await;
     // The key now holds other data: the release (and its re-sends) fail.
