@@ -87,13 +87,7 @@ async fn run(part: Option<String>, n: usize) {
         }
         return;
     }
-    let server = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (url, None),
-        _ => {
-            let server = support::RedisServer::start();
-            (server.url(), Some(server))
-        }
-    };
+    let server = support::redis_from_env_or_start();
     let url = server.0.clone();
     let backend = RedisBackend::connect(&url).await.expect("connect");
     let client = backend.client().clone();

@@ -164,17 +164,6 @@ mod tests {
 
     /// A body of several chunks.
     fn futures_lite_stream(chunks: Vec<&'static str>) -> Body {
-        struct ChunkedResponseBody(VecDeque<&'static str>);
-        impl HttpBody for ChunkedResponseBody {
-            type Data = Bytes;
-            type Error = std::convert::Infallible;
-            fn poll_frame(
-                mut self: Pin<&mut Self>,
-                _: &mut Context<'_>,
-            ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-                Poll::Ready(self.0.pop_front().map(|c| Ok(Frame::data(Bytes::from(c)))))
-            }
-        }
-        Body::new(ChunkedResponseBody(chunks.into()))
+        Body::new(crate::http::layer::body::ChunkedBody::of(chunks))
     }
 }

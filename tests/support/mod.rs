@@ -354,19 +354,21 @@ pub fn free_port() -> u16 {
     );
 }
 
+/// `REDIS_URL`, or a server started now (kept alive by the returned handle).
+pub fn redis_from_env_or_start() -> (String, Option<RedisServer>) {
+    match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => {
+            let server = RedisServer::start();
+            (server.url(), Some(server))
+        }
+    }
+}
+
 /// The URL of a Redis shared by this test binary: `REDIS_URL`, or a server started once.
 pub fn shared_redis_url() -> String {
     static SERVER: OnceLock<(String, Option<RedisServer>)> = OnceLock::new();
-    SERVER
-        .get_or_init(|| match std::env::var("REDIS_URL") {
-            Ok(url) if !url.is_empty() => (url, None),
-            _ => {
-                let server = RedisServer::start();
-                (server.url(), Some(server))
-            }
-        })
-        .0
-        .clone()
+    SERVER.get_or_init(redis_from_env_or_start).0.clone()
 }
 
 /// A plain fred client for inspecting Redis in tests.

@@ -50,13 +50,7 @@ const THINK: Duration = Duration::from_millis(5);
 
 pub async fn run_all(scale: Scale) {
     let started = Instant::now();
-    let server = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (url, None),
-        _ => {
-            let server = support::RedisServer::start();
-            (server.url(), Some(server))
-        }
-    };
+    let server = support::redis_from_env_or_start();
     let url = server.0.clone();
     let admin = support::client(&url).await;
     let mut report = Report::default();

@@ -109,12 +109,35 @@ where
     Ok(Some(Buffered { data, trailers }))
 }
 
+/// A body that arrives in chunks, for tests of what reads bodies.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct ChunkedBody(std::collections::VecDeque<&'static str>);
+
+#[cfg(test)]
+impl ChunkedBody {
+    pub(crate) fn of(chunks: Vec<&'static str>) -> Self {
+        ChunkedBody(chunks.into())
+    }
+}
+
+#[cfg(test)]
+impl HttpBody for ChunkedBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let chunk = self.0.pop_front();
+        std::task::Poll::Ready(chunk.map(|c| Ok(http_body::Frame::data(Bytes::from(c)))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body::Frame;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
 
     fn policy(limit: usize) -> BodyPolicy {
         BodyPolicy {
@@ -134,29 +157,9 @@ mod tests {
             .unwrap()
     }
 
-    /// A body that arrives in chunks.
-    #[derive(Debug)]
-    struct ChunkedRequestBody(Vec<&'static str>);
-
-    impl HttpBody for ChunkedRequestBody {
-        type Data = Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-            if self.0.is_empty() {
-                return Poll::Ready(None);
-            }
-            let chunk = self.0.remove(0);
-            Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk)))))
-        }
-    }
-
     #[tokio::test]
     async fn a_body_within_the_limit_is_kept_whole() {
-        let read = read_body(ChunkedRequestBody(vec!["ab", "cd"]), &policy(4))
+        let read = read_body(ChunkedBody::of(vec!["ab", "cd"]), &policy(4))
             .await
             .unwrap();
         assert_eq!(bytes(read).await, "abcd");
@@ -169,7 +172,7 @@ mod tests {
             declared,
             Err(LockRejection::BodyTooLarge { limit: 4 })
         ));
-        let streamed = read_body(ChunkedRequestBody(vec!["abc", "de"]), &policy(4)).await;
+        let streamed = read_body(ChunkedBody::of(vec!["abc", "de"]), &policy(4)).await;
         assert_eq!(
             streamed.unwrap_err().status(),
             http::StatusCode::PAYLOAD_TOO_LARGE
