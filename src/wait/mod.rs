@@ -269,7 +269,7 @@ impl WaitQueues {
         };
         // Only to a waiter for a kind that is handed over (a plain lock: it takes the lock
         // alone and without a token).
-        let head = queue.waiters.front().filter(|head| head.takes_hand_over);
+        let head = queue.waiters.front().filter(|head| head.takes_hand_over());
         let Some(head) = head else {
             return Handing::Free {
                 announce: queue.turns.run_ends(),
@@ -337,8 +337,7 @@ impl WaitQueues {
             id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
             wake: Notify::new(),
             retry: AtomicBool::new(false),
-            reads: kind.rules().shared,
-            takes_hand_over: kind.rules().hands_over,
+            kind,
             owner: owner.clone(),
             lease,
             offer: Mutex::new(OfferState::Idle),

@@ -35,11 +35,11 @@ impl Queue {
     /// it).
     pub(super) fn front(&self) -> impl Iterator<Item = &Arc<Waiter>> {
         // Lazily: a waiter looking for itself stops where it stands, not at the run's end.
-        let reads = self.waiters.front().is_some_and(|head| head.reads);
+        let reads = self.waiters.front().is_some_and(|head| head.reads());
         self.waiters
             .iter()
             .enumerate()
-            .take_while(move |(at, waiter)| *at == 0 || (reads && waiter.reads))
+            .take_while(move |(at, waiter)| *at == 0 || (reads && waiter.reads()))
             .map(|(_, waiter)| waiter)
     }
 
@@ -56,11 +56,9 @@ pub(crate) struct Waiter {
     pub(super) wake: Notify,
     /// Set when this waiter, as head, should try again now.
     pub(super) retry: AtomicBool,
-    /// It waits for a lock whose holders share (a read lock: it may share with readers
-    /// ahead of it).
-    pub(super) reads: bool,
-    /// A release may hand it the lock (it waits for a kind that is handed over).
-    pub(super) takes_hand_over: bool,
+    /// The kind it waits for: whether it shares with readers ahead of it, whether a
+    /// release may hand it the lock (the kind's rules say).
+    pub(super) kind: LockKind,
     /// Who the waiter acquires as, and its lease: a release may hand it the lock.
     pub(super) owner: OwnerId,
     pub(super) lease: std::time::Duration,
@@ -71,6 +69,17 @@ pub(crate) struct Waiter {
 impl Waiter {
     pub(super) fn offer(&self) -> MutexGuard<'_, OfferState> {
         self.offer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// It waits for a lock whose holders share (a read lock: it may share with readers
+    /// ahead of it).
+    pub(super) fn reads(&self) -> bool {
+        self.kind.rules().shared
+    }
+
+    /// A release may hand it the lock (it waits for a kind that is handed over).
+    pub(super) fn takes_hand_over(&self) -> bool {
+        self.kind.rules().hands_over
     }
 
     pub(super) fn signal(&self, retry: bool) {

@@ -151,7 +151,9 @@ impl Ticket {
         if was_head {
             match self.acquired_for {
                 // We read now: readers next in line share it, and try at once.
-                Some(_) if self.waiter.reads && queue.waiters.front().is_some_and(|w| w.reads) => {
+                Some(_)
+                    if self.waiter.reads() && queue.waiters.front().is_some_and(|w| w.reads()) =>
+                {
                     queue.signal_front(true);
                 }
                 Some(lease) => {

@@ -91,11 +91,12 @@ pub(super) async fn s1_redis(
         "≤ 2.10 ×",
         sum <= 2.10,
     );
+    let whole = ratio(percentile(&mut both, 50.0), floor);
     report.add(
         scenario,
         "acquire+release p50 ÷ floor (each pair timed whole)",
-        format!("{:.2} ×", ratio(percentile(&mut both, 50.0), floor)),
-        ratio(percentile(&mut both, 50.0), floor),
+        format!("{whole:.2} ×"),
+        whole,
     );
     floor
 }
