@@ -29,6 +29,13 @@ pub enum LockError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A semaphore's limit or an acquisition's permit count is out of range (see
+    /// [`Permits::new`](crate::lock::Permits::new)), or permits were asked of a lock that
+    /// is not a semaphore.
+    InvalidPermits {
+        /// What is wrong.
+        reason: String,
+    },
     /// A reentrant acquisition was asked of a guard whose lock is no longer held.
     Lost {
         /// The lock that was lost.
@@ -75,6 +82,7 @@ impl fmt::Display for LockError {
             }
             LockError::Unavailable(err) => write!(f, "lock backend unavailable: {err}"),
             LockError::InvalidName { reason } => write!(f, "invalid lock name: {reason}"),
+            LockError::InvalidPermits { reason } => write!(f, "invalid permits: {reason}"),
             LockError::Lost { key } => write!(f, "lock `{key}` is no longer held by this owner"),
             LockError::Recorded { key, record } => write!(
                 f,

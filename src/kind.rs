@@ -35,6 +35,77 @@ pub enum LockKind {
     /// It excludes and is excluded by [`Plain`](Self::Plain) on the same name. See
     /// [`LockManager::fenced_lock`](crate::LockManager::fenced_lock).
     Fenced,
+    /// A semaphore: at most [`Permits::limit`] permits of the name are held at once, across
+    /// every process, and each acquisition takes [`Permits::count`] of them (Redisson's
+    /// `RPermitExpirableSemaphore`: the count key, the `{name}:timeout` sorted set of permit
+    /// ids with their deadlines, the channel `redisson_sc:{name}`). Every permit has a lease
+    /// that the watchdog renews. See
+    /// [`LockManager::semaphore`](crate::LockManager::semaphore).
+    Semaphore(Permits),
+}
+
+/// A semaphore's limit and how many permits one acquisition takes (see
+/// [`LockKind::Semaphore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Permits {
+    limit: u32,
+    count: u32,
+}
+
+/// The largest limit a semaphore may have: each permit held is a member of a sorted set
+/// in Redis, and limits beyond this are mistakes rather than limits.
+pub const MAX_PERMITS: u32 = 1_000_000;
+
+/// The most permits one acquisition may take (they are written in one script call).
+pub const MAX_PERMITS_PER_ACQUISITION: u32 = 1_000;
+
+impl Permits {
+    /// `count` permits of a semaphore limited to `limit`.
+    ///
+    /// # Errors
+    /// What is wrong, for [`LockError::InvalidPermits`](crate::LockError::InvalidPermits): a
+    /// limit of 0 or over [`MAX_PERMITS`], a count of 0, over the limit, or over
+    /// [`MAX_PERMITS_PER_ACQUISITION`].
+    pub fn new(limit: u32, count: u32) -> Result<Permits, String> {
+        if limit == 0 {
+            return Err("a semaphore's limit must be at least 1 permit".to_owned());
+        }
+        if limit > MAX_PERMITS {
+            return Err(format!(
+                "a semaphore's limit of {limit} is over the maximum of {MAX_PERMITS} permits"
+            ));
+        }
+        if count == 0 {
+            return Err("an acquisition must take at least 1 permit".to_owned());
+        }
+        if count > limit {
+            return Err(format!(
+                "an acquisition of {count} permits could never be granted under a limit of {limit}"
+            ));
+        }
+        if count > MAX_PERMITS_PER_ACQUISITION {
+            return Err(format!(
+                "an acquisition of {count} permits is over the maximum of \
+                 {MAX_PERMITS_PER_ACQUISITION} per acquisition"
+            ));
+        }
+        Ok(Permits { limit, count })
+    }
+
+    /// One permit of a semaphore limited to one (a stand-in where the permits asked for
+    /// were invalid and the request fails).
+    pub(crate) const ONE: Permits = Permits { limit: 1, count: 1 };
+
+    /// How many permits of the name may be held at once (set in the backend on the name's
+    /// first use; see [`LockManager::set_semaphore_limit`](crate::LockManager::set_semaphore_limit)).
+    pub fn limit(self) -> u32 {
+        self.limit
+    }
+
+    /// How many permits one acquisition takes.
+    pub fn count(self) -> u32 {
+        self.count
+    }
 }
 
 /// Where the waiters of a kind wait.
@@ -84,7 +155,7 @@ pub(crate) struct Rules {
 
 impl LockKind {
     /// A short name for logs and metrics labels ("plain", "read", "write", "fair",
-    /// "fenced").
+    /// "fenced", "semaphore").
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Plain => "plain",
@@ -92,6 +163,7 @@ impl LockKind {
             LockKind::Write => "write",
             LockKind::Fair => "fair",
             LockKind::Fenced => "fenced",
+            LockKind::Semaphore(_) => "semaphore",
         }
     }
 
@@ -129,6 +201,13 @@ impl LockKind {
                 fenced: true,
                 ..ALONE
             },
+            // Holders share up to the limit: when the head of the local queue gets its
+            // permits, the waiter behind it tries too; a newcomer tries while only permit
+            // holders hold the name here.
+            LockKind::Semaphore(_) => Rules {
+                shared: true,
+                ..ALONE
+            },
         }
     }
 
@@ -151,12 +230,13 @@ impl LockKind {
 mod tests {
     use super::*;
 
-    const ALL: [LockKind; 5] = [
+    const ALL: [LockKind; 6] = [
         LockKind::Plain,
         LockKind::Read,
         LockKind::Write,
         LockKind::Fair,
         LockKind::Fenced,
+        LockKind::Semaphore(Permits { limit: 8, count: 1 }),
     ];
 
     #[test]
@@ -183,8 +263,34 @@ mod tests {
             (LockKind::Plain, LockKind::Read),
             (LockKind::Write, LockKind::Plain),
             (LockKind::Fair, LockKind::Plain),
+            (
+                LockKind::Semaphore(Permits { limit: 8, count: 1 }),
+                LockKind::Plain,
+            ),
         ] {
             assert_eq!(held.also(asked), Also::Refused, "{held:?} asked {asked:?}");
+        }
+    }
+
+    #[test]
+    fn permits_are_checked() {
+        assert_eq!(
+            Permits::new(8, 3).map(|p| (p.limit(), p.count())),
+            Ok((8, 3))
+        );
+        for (limit, count, says) in [
+            (0, 1, "at least 1 permit"),
+            (MAX_PERMITS + 1, 1, "over the maximum"),
+            (8, 0, "at least 1 permit"),
+            (8, 9, "could never be granted"),
+            (
+                MAX_PERMITS,
+                MAX_PERMITS_PER_ACQUISITION + 1,
+                "per acquisition",
+            ),
+        ] {
+            let error = Permits::new(limit, count).unwrap_err();
+            assert!(error.contains(says), "{limit}/{count}: {error}");
         }
     }
 }

@@ -18,5 +18,5 @@ pub use crate::engine::{
 };
 pub use crate::error::Released;
 pub use crate::key::{LockKey, OwnerId, DEFAULT_MAX_NAME_LEN};
-pub use crate::kind::LockKind;
+pub use crate::kind::{LockKind, Permits, MAX_PERMITS, MAX_PERMITS_PER_ACQUISITION};
 pub use crate::lease::LossMargin;

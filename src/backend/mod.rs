@@ -25,6 +25,7 @@ mod read_write;
 mod redis;
 #[cfg(feature = "redis")]
 mod redlock;
+mod semaphore;
 
 pub use crate::error::BackendError;
 pub use fair::{FairArgs, FairAttempt};
@@ -34,6 +35,8 @@ pub use notices::Notices;
 pub use redis::{unlock_channel, MissingAck, RedisBackend, ReplicaAck, DEFAULT_COMMAND_TIMEOUT};
 #[cfg(feature = "redis")]
 pub use redlock::{RedLockBackend, DEFAULT_NODE_TIMEOUT};
+pub(crate) use semaphore::permit_ids_hex;
+pub use semaphore::PermitUsage;
 
 /// A boxed, sendable future that owns its data (it may outlive its caller: an operation whose
 /// caller went away is finished and cleaned up in the background).
@@ -294,6 +297,29 @@ pub trait Backend: Send + Sync + 'static {
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
         let _ = args;
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Sets the limit of the semaphore `key` (its available and held permits together); a
+    /// limit raised lets waiters in, a limit lowered under the permits held lets no one
+    /// in until enough are released. Default: an error (the backend has no semaphores).
+    fn set_semaphore_limit(&self, key: LockKey, limit: u32) -> BoxFuture<Result<(), BackendError>> {
+        let _ = (key, limit);
+        let error = BackendError::new(format!(
+            "the {} lock backend has no semaphores",
+            self.name()
+        ));
+        Box::pin(std::future::ready(Err(error)))
+    }
+
+    /// The permits of the semaphore `key` now (read only). Default: an error (the backend
+    /// has no semaphores).
+    fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
+        let _ = key;
+        let error = BackendError::new(format!(
+            "the {} lock backend has no semaphores",
+            self.name()
+        ));
+        Box::pin(std::future::ready(Err(error)))
     }
 
     /// Connects the backend to the manager: from now on it reports unlocks of other

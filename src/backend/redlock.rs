@@ -158,12 +158,14 @@ fn no_records() -> BackendError {
 fn only_plain(kind: LockKind) -> Option<BackendError> {
     match kind {
         LockKind::Plain => None,
-        LockKind::Read | LockKind::Write | LockKind::Fair | LockKind::Fenced => {
-            Some(BackendError::new(format!(
-                "RedLock has the plain lock only, not the {} lock",
-                kind.name()
-            )))
-        }
+        LockKind::Read
+        | LockKind::Write
+        | LockKind::Fair
+        | LockKind::Fenced
+        | LockKind::Semaphore(_) => Some(BackendError::new(format!(
+            "RedLock has the plain lock only, not the {} lock",
+            kind.name()
+        ))),
     }
 }
 

@@ -20,6 +20,7 @@ mod reentry;
 mod release;
 mod renewal;
 mod request;
+mod semaphore;
 mod settings;
 mod shared;
 mod store;

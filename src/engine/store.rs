@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::backend::{
     AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, LeaveArgs,
-    MemoryBackend, Notices, ReleaseArgs, ReleaseReply, RenewArgs,
+    MemoryBackend, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::BackendError;
 use crate::key::LockKey;
@@ -97,6 +97,21 @@ impl Store {
 
     pub(crate) fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
         self.backend().leave_queue(args)
+    }
+
+    pub(crate) fn set_semaphore_limit(
+        &self,
+        key: LockKey,
+        limit: u32,
+    ) -> BoxFuture<Result<(), BackendError>> {
+        self.backend().set_semaphore_limit(key, limit)
+    }
+
+    pub(crate) fn semaphore_usage(
+        &self,
+        key: LockKey,
+    ) -> BoxFuture<Result<PermitUsage, BackendError>> {
+        self.backend().semaphore_usage(key)
     }
 
     pub(crate) fn listen(&self, notices: Notices) {

@@ -18,12 +18,14 @@ use crate::telemetry::throttled;
 /// | case | status | `Retry-After` |
 /// |---|---|---|
 /// | [`Busy`](Self::Busy): still held after the wait | 409 (configurable: 423, 429, 503…) | 1 s (configurable: [`LockLayer::busy_retry_after`](crate::layer::LockLayer::busy_retry_after)) |
+/// | [`NoPermit`](Self::NoPermit): a semaphore's permits all in use for the whole wait | 429 (configurable) | 1 s (configurable) |
 /// | [`MissingKey`](Self::MissingKey): no parameter/header to lock on | 400 | — |
 /// | [`InvalidKey`](Self::InvalidKey): empty, not UTF-8, too long, unparsable | 400 | — |
 /// | [`Unavailable`](Self::Unavailable): the backend failed (fail closed) | 503 | 1 s |
 /// | [`Lost`](Self::Lost): the lock was lost while the handler ran (abort policy) | 503 | 1 s |
 /// | [`NoManager`](Self::NoManager): no [`LockManager`](crate::LockManager) installed | 500 | — |
 /// | [`Misplaced`](Self::Misplaced): path parameters not visible to the layer | 500 | — |
+/// | [`InvalidPermits`](Self::InvalidPermits): a semaphore's limit or permit count out of range (a mistake in the code) | 500 | — |
 /// | [`KindMismatch`](Self::KindMismatch): an extractor asked for a lock kind the layer's hold cannot give (a write lock under a read hold) | 500 | — |
 /// | [`BodyTooLarge`](Self::BodyTooLarge): the body read before the lock is over the limit | 413 | — |
 /// | [`BodyTimeout`](Self::BodyTimeout): the body read before the lock took too long | 408 | — |
@@ -47,6 +49,26 @@ pub enum LockRejection {
         retry_after: Duration,
         /// The status to answer with (409 unless configured otherwise).
         status: StatusCode,
+    },
+    /// Every permit of a semaphore was in use for the whole wait (see
+    /// [`LockLayer::semaphore`](crate::layer::LockLayer::semaphore)).
+    NoPermit {
+        /// The semaphore.
+        key: LockKey,
+        /// Its limit, as this layer or extractor configures it.
+        limit: u32,
+        /// When to retry (the layer's [`busy_retry_after`], 1 s by default).
+        ///
+        /// [`busy_retry_after`]: crate::layer::LockLayer::busy_retry_after
+        retry_after: Duration,
+        /// The status to answer with (429 unless configured otherwise).
+        status: StatusCode,
+    },
+    /// A semaphore's limit or permit count is out of range: a mistake in the code that
+    /// configures it (see [`Permits::new`](crate::lock::Permits::new)).
+    InvalidPermits {
+        /// What is wrong.
+        reason: String,
     },
     /// The request does not carry the value the lock key is made of.
     MissingKey {
@@ -139,7 +161,7 @@ impl LockRejection {
     /// The HTTP status of the default response.
     pub fn status(&self) -> StatusCode {
         match self {
-            LockRejection::Busy { status, .. } => *status,
+            LockRejection::Busy { status, .. } | LockRejection::NoPermit { status, .. } => *status,
             LockRejection::MissingKey { .. }
             | LockRejection::InvalidKey { .. }
             | LockRejection::BodyUnreadable { .. } => StatusCode::BAD_REQUEST,
@@ -149,6 +171,7 @@ impl LockRejection {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             LockRejection::NoManager
+            | LockRejection::InvalidPermits { .. }
             | LockRejection::Misplaced { .. }
             | LockRejection::KindMismatch { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -163,6 +186,21 @@ impl LockRejection {
                 "`{}` is busy: another request holds its lock. Retry after {} s.",
                 shown(key.as_str()),
                 retry_after_secs(*retry_after)
+            ),
+            LockRejection::NoPermit {
+                key,
+                limit,
+                retry_after,
+                ..
+            } => format!(
+                "`{}` is at its limit: all {limit} permits are in use by other requests. \
+                 Retry after {} s.",
+                shown(key.as_str()),
+                retry_after_secs(*retry_after)
+            ),
+            LockRejection::InvalidPermits { reason } => format!(
+                "The route's semaphore is misconfigured: {reason}. Fix the limit or the \
+                 permit count given to `LockLayer::semaphore` or the extractor."
             ),
             LockRejection::MissingKey { what } => {
                 format!("Missing {what}: this request needs it to take its lock.")
@@ -213,7 +251,8 @@ impl LockRejection {
     /// The `Retry-After` delay of the default response, if it has one.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            LockRejection::Busy { retry_after, .. } => Some(*retry_after),
+            LockRejection::Busy { retry_after, .. }
+            | LockRejection::NoPermit { retry_after, .. } => Some(*retry_after),
             LockRejection::Unavailable { retry_after, .. } => Some(*retry_after),
             LockRejection::Lost { .. } => Some(UNAVAILABLE_RETRY_AFTER),
             _ => None,
@@ -230,11 +269,20 @@ impl LockRejection {
     ) -> LockRejection {
         use crate::LockError;
         match error {
-            LockError::TimedOut { key, .. } => LockRejection::Busy {
-                key,
-                retry_after: busy.retry_after,
-                status: busy.status,
+            LockError::TimedOut { key, .. } => match busy.permits {
+                Some(limit) => LockRejection::NoPermit {
+                    key,
+                    limit,
+                    retry_after: busy.retry_after,
+                    status: busy.status,
+                },
+                None => LockRejection::Busy {
+                    key,
+                    retry_after: busy.retry_after,
+                    status: busy.status,
+                },
             },
+            LockError::InvalidPermits { reason } => LockRejection::InvalidPermits { reason },
             LockError::Unavailable(error) => {
                 throttled!(warn, %error, "tower-lock: lock backend unavailable; answering 503");
                 LockRejection::Unavailable {
@@ -266,6 +314,19 @@ impl LockRejection {
 pub(crate) struct BusyAnswer {
     pub(crate) status: StatusCode,
     pub(crate) retry_after: Duration,
+    /// For a semaphore: its limit (the answer is then [`LockRejection::NoPermit`]).
+    pub(crate) permits: Option<u32>,
+}
+
+impl BusyAnswer {
+    /// The default answer of a semaphore limited to `limit`: 429.
+    pub(crate) fn semaphore(limit: u32) -> Self {
+        BusyAnswer {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            permits: Some(limit),
+            ..BusyAnswer::default()
+        }
+    }
 }
 
 impl Default for BusyAnswer {
@@ -273,6 +334,7 @@ impl Default for BusyAnswer {
         BusyAnswer {
             status: StatusCode::CONFLICT,
             retry_after: DEFAULT_BUSY_RETRY_AFTER,
+            permits: None,
         }
     }
 }

@@ -41,7 +41,10 @@ pub(super) fn acquired(kind: LockKind, outcome: AcquireOutcome, waited: Duration
             counter!("tower_lock_recorded_total", "kind" => kind).increment(1)
         }
         // An invalid name, a lost hold asked to reenter, an upgrade: the caller's to handle.
-        AcquireOutcome::InvalidName | AcquireOutcome::Lost | AcquireOutcome::KindMismatch => {}
+        AcquireOutcome::InvalidName
+        | AcquireOutcome::InvalidPermits
+        | AcquireOutcome::Lost
+        | AcquireOutcome::KindMismatch => {}
     }
 }
 

@@ -80,6 +80,7 @@ pub(crate) enum AcquireOutcome {
     TimedOut,
     Unavailable,
     InvalidName,
+    InvalidPermits,
     /// A reentry of a hold that was lost.
     Lost,
     /// A guard asked for a kind its hold cannot give (an upgrade).
@@ -97,6 +98,7 @@ impl AcquireOutcome {
             AcquireOutcome::TimedOut => "timed_out",
             AcquireOutcome::Unavailable => "unavailable",
             AcquireOutcome::InvalidName => "invalid_name",
+            AcquireOutcome::InvalidPermits => "invalid_permits",
             AcquireOutcome::Lost => "lost",
             AcquireOutcome::KindMismatch => "kind_mismatch",
             AcquireOutcome::Recorded => "recorded",
@@ -124,6 +126,7 @@ pub(crate) fn acquired(
         Err(LockError::TimedOut { .. }) => AcquireOutcome::TimedOut,
         Err(LockError::Unavailable(_)) => AcquireOutcome::Unavailable,
         Err(LockError::InvalidName { .. }) => AcquireOutcome::InvalidName,
+        Err(LockError::InvalidPermits { .. }) => AcquireOutcome::InvalidPermits,
         Err(LockError::Lost { .. }) => AcquireOutcome::Lost,
         Err(LockError::KindMismatch { .. }) => AcquireOutcome::KindMismatch,
         Err(LockError::Recorded { .. }) => AcquireOutcome::Recorded,

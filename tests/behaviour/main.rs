@@ -13,4 +13,5 @@ mod leases;
 mod multi;
 mod read_write;
 mod records;
+mod semaphore;
 mod waiting;

@@ -13,6 +13,8 @@ use super::fair::memory::{self as fair, NextTurn};
 use super::fenced::memory as fenced;
 use super::plain::memory as plain;
 use super::read_write::memory as read_write;
+use super::semaphore::memory as semaphore;
+use super::semaphore::PermitUsage;
 use super::{
     AcquireArgs, Attempt, Backend, BoxFuture, FairArgs, FairAttempt, LeaveArgs, Notices,
     ReleaseArgs, ReleaseReply, RenewArgs,
@@ -57,13 +59,18 @@ impl MemoryBackend {
     }
 
     /// Deletes a lock whoever holds it, like `DEL <key>` on Redis (for administration and
-    /// tests). Its holder's next renewal finds it gone and fires its loss signal. Returns
-    /// whether a live lock was deleted.
+    /// tests); for a semaphore, its permits and limit (its next acquisition sets the limit
+    /// again). The holders' next renewal finds their hold gone and fires their loss signal.
+    /// Returns whether a live lock or permit was deleted.
     pub fn force_unlock(&self, key: &LockKey) -> bool {
         self.with_locks(key, |locks, now| {
             let live = locks.live(key, now).is_some();
             locks.held.remove(key);
-            live
+            let permits = locks
+                .semaphores
+                .remove(key)
+                .is_some_and(|semaphore| semaphore.holders() > 0);
+            live || permits
         })
     }
 
@@ -75,7 +82,8 @@ impl MemoryBackend {
             .iter()
             .map(|shard| {
                 let locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
-                locks.held.len() + locks.records.len()
+                let holders: usize = locks.semaphores.values().map(|s| s.holders()).sum();
+                locks.held.len() + locks.records.len() + holders
             })
             .sum()
     }
@@ -150,6 +158,9 @@ impl MemoryBackend {
                 self.tell_turn(turn);
                 attempt
             }
+            LockKind::Semaphore(_) => {
+                self.with_locks(&args.key, |locks, now| semaphore::take(locks, args, now))
+            }
         };
         Ok(attempt)
     }
@@ -186,6 +197,15 @@ impl MemoryBackend {
                 let (released, turn) =
                     self.with_locks(&args.key, |locks, now| fair::release(locks, args, now));
                 self.tell_turn(turn);
+                released
+            }
+            LockKind::Semaphore(_) => {
+                let released =
+                    self.with_locks(&args.key, |locks, now| semaphore::release(locks, args, now));
+                if released == Released::Unlocked {
+                    // Waiters of other managers on this backend may take the permits now.
+                    self.tell_unlocked(&args.key, false);
+                }
                 released
             }
         };
@@ -226,6 +246,7 @@ impl Backend for MemoryBackend {
         let renewed = self.with_locks(&args.key, |locks, now| match args.kind {
             LockKind::Plain | LockKind::Fair | LockKind::Fenced => plain::renew(locks, &args, now),
             LockKind::Read | LockKind::Write => read_write::renew(locks, &args, now),
+            LockKind::Semaphore(_) => semaphore::renew(locks, &args, now),
         });
         ready(Ok(renewed))
     }
@@ -251,9 +272,25 @@ impl Backend for MemoryBackend {
                 }
             }
             // No place or mark to take back.
-            LockKind::Plain | LockKind::Read | LockKind::Fenced => {}
+            LockKind::Plain | LockKind::Read | LockKind::Fenced | LockKind::Semaphore(_) => {}
         }
         ready(Ok(()))
+    }
+
+    fn set_semaphore_limit(&self, key: LockKey, limit: u32) -> BoxFuture<Result<(), BackendError>> {
+        let raised = self.with_locks(&key, |locks, now| {
+            semaphore::set_limit(locks, &key, limit, now)
+        });
+        if raised {
+            self.tell_unlocked(&key, false);
+        }
+        ready(Ok(()))
+    }
+
+    fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
+        ready(Ok(self.with_locks(&key, |locks, now| {
+            semaphore::usage(locks, &key, now)
+        })))
     }
 
     // One process: every release goes through a manager, which wakes its local waiters

@@ -6,6 +6,7 @@ use tokio::time::Instant;
 
 use crate::backend::fair::memory::FairQueue;
 use crate::backend::read_write::memory::SharedHold;
+use crate::backend::semaphore::memory::Semaphore;
 use crate::key::{KeyMap, LockKey, OwnerId};
 
 /// One part of the lock table (one shard's).
@@ -22,6 +23,9 @@ pub(in crate::backend) struct Locks {
     /// Fenced locks' last tokens. Never removed, like Redisson's token keys (a token must
     /// never be given twice): one entry per name ever locked fenced.
     pub(in crate::backend) tokens: KeyMap<u64>,
+    /// Semaphores: each one's limit and holders. Kept once used, like Redis's count key
+    /// (the limit in force stays).
+    pub(in crate::backend) semaphores: KeyMap<Semaphore>,
     /// Size of `held` and `records` after the last sweep of expired entries.
     swept_at: usize,
 }

@@ -9,7 +9,7 @@ use fred::prelude::*;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::echoes::Echoes;
-use super::names::{keys_of_channel, keys_of_read_write_channel};
+use super::names::{keys_of_channel, keys_of_read_write_channel, keys_of_semaphore_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::backend::fair::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
@@ -45,6 +45,17 @@ pub(in crate::backend) async fn deliver_messages(
                             Some(UNLOCK_MESSAGE) => notices.unlocked(&key),
                             Some(READ_UNLOCK_MESSAGE) => notices.unlocked_all(&key),
                             _ => {}
+                        }
+                    }
+                    continue;
+                }
+                // A semaphore's messages carry the permits now available (Redisson's
+                // rule): the next local waiter looks (and, if it gets permits, the one
+                // behind it).
+                if message.channel.starts_with("redisson_sc:") {
+                    for key in keys_of_semaphore_channel(&message.channel) {
+                        if !echoes.take(&key) {
+                            notices.unlocked(&key);
                         }
                     }
                     continue;

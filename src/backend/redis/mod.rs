@@ -37,7 +37,7 @@ mod replicas;
 pub(in crate::backend) mod scripts;
 pub(in crate::backend) mod subscriptions;
 
-use super::{fair, fenced, plain, read_write};
+use super::{fair, fenced, plain, read_write, semaphore};
 use commands::Commands;
 use connect::{build, servers};
 use echoes::Echoes;
@@ -78,6 +78,8 @@ pub(in crate::backend) struct BackendInner {
     pub(in crate::backend) fair: Script,
     /// The fenced lock's acquisition (one per call).
     pub(in crate::backend) fenced: Script,
+    /// The semaphore's operations (one per call).
+    pub(in crate::backend) semaphore: Script,
     /// Locks with a record: acquisition unless recorded, release and record.
     pub(in crate::backend) record: Script,
     pub(in crate::backend) batcher: Batcher,
@@ -212,6 +214,7 @@ impl RedisBackend {
                 read_write: Script::from_lua(read_write::redis::script(sharded)),
                 fair: Script::from_lua(fair::redis::script(sharded)),
                 fenced: Script::from_lua(fenced::redis::script(sharded)),
+                semaphore: Script::from_lua(semaphore::redis::script(sharded)),
                 record: Script::from_lua(plain::record_script(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),

@@ -15,6 +15,7 @@ const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue:";
 const FAIR_DEADLINES_PREFIX: &str = "redisson_lock_timeout:";
 const FENCING_TOKENS_PREFIX: &str = "redisson_lock_token:";
 const RECORD_PREFIX: &str = "tower_lock_record:";
+const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc:";
 
 /// Redisson's `prefixName(prefix, key)` in parts, to be joined or written where needed:
 /// the key in braces unless it contains `{`.
@@ -48,6 +49,24 @@ pub(in crate::backend) fn read_write_key_prefix(key: &LockKey) -> String {
 /// `<prefix>:tower_lock:waiting_writers`, in the lock's slot.
 pub(in crate::backend) fn waiting_writers(key: &LockKey) -> String {
     format!("{}:tower_lock:waiting_writers", read_write_key_prefix(key))
+}
+
+/// The permits' deadlines of the semaphore `key`: `{<key>}:timeout` (or `<key>:timeout`
+/// when the key contains `{`; Redisson's `suffixName`).
+pub(in crate::backend) fn semaphore_deadlines(key: &LockKey) -> String {
+    format!("{}:timeout", read_write_key_prefix(key))
+}
+
+/// The channel of the semaphore `key`: `redisson_sc:{<key>}` (braces as Redisson's).
+pub(in crate::backend) fn semaphore_channel(key: &LockKey) -> String {
+    prefixed(SEMAPHORE_CHANNEL_PREFIX, key)
+}
+
+/// The keys whose semaphore channel `channel` is (as [`keys_of_channel`]).
+pub(in crate::backend) fn keys_of_semaphore_channel(
+    channel: &str,
+) -> impl Iterator<Item = LockKey> + '_ {
+    keys_after(channel, SEMAPHORE_CHANNEL_PREFIX)
 }
 
 /// The unlock channel of the exclusive lock `key`: `redisson_lock__channel:{<key>}`, or
@@ -89,11 +108,12 @@ pub(in crate::backend) fn channel_parts(key: &LockKey) -> [&str; 4] {
     prefixed_parts(CHANNEL_PREFIX, key)
 }
 
-/// The channel a local waiter of a lock of `kind` on `key` listens on: the read-write lock's or the plain
-/// lock's.
+/// The channel a local waiter of a lock of `kind` on `key` listens on: the read-write
+/// lock's, the semaphore's or the plain lock's.
 pub(in crate::backend) fn waiting_channel(key: &LockKey, kind: Option<LockKind>) -> String {
     match kind {
         Some(LockKind::Read | LockKind::Write) => read_write_channel(key),
+        Some(LockKind::Semaphore(_)) => semaphore_channel(key),
         // A fair lock's waiters have channels of their own (`waiter_channels`); its
         // releases that free the lock still publish here, as the plain and fenced lock's.
         Some(LockKind::Plain | LockKind::Fair | LockKind::Fenced) | None => unlock_channel(key),

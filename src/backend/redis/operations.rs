@@ -7,7 +7,7 @@ use fred::prelude::*;
 use super::{names, subscriptions, RedisBackend};
 use crate::backend::{
     AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, LeaveArgs,
-    Notices, ReleaseArgs, ReleaseReply, RenewArgs,
+    Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::BackendError;
 use crate::key::LockKey;
@@ -23,6 +23,7 @@ impl Backend for RedisBackend {
             LockKind::Read | LockKind::Write => self.read_write_acquire(args),
             LockKind::Fair => self.fair_try(args),
             LockKind::Fenced => self.fenced_acquire(args),
+            LockKind::Semaphore(_) => self.semaphore_acquire(args),
         }
     }
 
@@ -36,6 +37,7 @@ impl Backend for RedisBackend {
             (LockKind::Plain | LockKind::Fenced, None) => self.plain_release(args),
             (LockKind::Read | LockKind::Write, None) => self.read_write_release(args),
             (LockKind::Fair, None) => self.fair_release(args),
+            (LockKind::Semaphore(_), None) => self.semaphore_release(args),
         }
     }
 
@@ -44,6 +46,7 @@ impl Backend for RedisBackend {
             // A fair or fenced lock's hash is the plain lock's: renewed with it.
             LockKind::Plain | LockKind::Fair | LockKind::Fenced => self.plain_renew(args),
             LockKind::Read | LockKind::Write => self.read_write_renew(args),
+            LockKind::Semaphore(_) => self.semaphore_renew(args),
         }
     }
 
@@ -56,10 +59,18 @@ impl Backend for RedisBackend {
             LockKind::Fair => self.fair_leave(args),
             LockKind::Write => self.write_leave(args),
             // No place or mark to take back.
-            LockKind::Plain | LockKind::Read | LockKind::Fenced => {
+            LockKind::Plain | LockKind::Read | LockKind::Fenced | LockKind::Semaphore(_) => {
                 Box::pin(std::future::ready(Ok(())))
             }
         }
+    }
+
+    fn set_semaphore_limit(&self, key: LockKey, limit: u32) -> BoxFuture<Result<(), BackendError>> {
+        self.semaphore_set_limit(key, limit)
+    }
+
+    fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
+        self.semaphore_read_usage(key)
     }
 
     fn listen(&self, notices: Notices) {
