@@ -1,6 +1,7 @@
 //! Axum extractors: a handler that takes [`Locked<K>`] runs under the lock of the value `K`
 //! names (an order id from the path, say); [`ReadLocked`], [`WriteLocked`], [`FairLocked`],
-//! [`FencedLocked`] take the other kinds, [`MultiLocked`] several values at once. What a
+//! [`FencedLocked`] take the other kinds, [`Permit`] a semaphore's permit, [`MultiLocked`]
+//! several values at once. What a
 //! [`LockLayer`](crate::layer::LockLayer) holds for a request is in its extensions as a
 //! [`HeldLock`] (one key) or a [`HeldMultiLock`] (several).
 //!
@@ -33,6 +34,6 @@
 //! ```
 
 pub use crate::http::{
-    FairLocked, FencedLocked, Held, HeldLock, HeldMultiLock, KeySource, LockManagerState, Lockable,
-    Locked, MultiLocked, ReadLocked, WriteLocked,
+    FairLocked, FencedLocked, Held, HeldLock, HeldMultiLock, KeySource, Limited, LockManagerState,
+    Lockable, Locked, MultiLocked, Permit, ReadLocked, WriteLocked,
 };

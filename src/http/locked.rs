@@ -157,9 +157,17 @@ impl<K: fmt::Debug> fmt::Debug for Held<K> {
 }
 
 /// The accessors, `Deref`, `Debug` and the two extractor impls of a `Locked`-like
-/// tuple struct over [`Held<K>`] that takes lock `$kind`.
+/// tuple struct over [`Held<K>`] that takes lock `$kind` (for `K: Lockable`), or, in the
+/// second form, the kind and busy answer `$answer` gives for `K: $bound`
+/// (`Result<(LockKind, BusyAnswer), LockError>`).
 macro_rules! locked_extractor {
     ($name:ident, $kind:expr) => {
+        $crate::http::locked::locked_extractor!(
+            $name where K: Lockable,
+            Ok(($kind, $crate::http::rejection::BusyAnswer::default()))
+        );
+    };
+    ($name:ident where K: $bound:path, $answer:expr) => {
         impl<K> $name<K> {
             /// The lock's key.
             pub fn key(&self) -> &LockKey {
@@ -200,7 +208,7 @@ macro_rules! locked_extractor {
         impl<S, K> FromRequestParts<S> for $name<K>
         where
             S: LockManagerState + Send + Sync,
-            K: Lockable,
+            K: $bound,
         {
             type Rejection = LockRejection;
 
@@ -209,14 +217,14 @@ macro_rules! locked_extractor {
                 state: &S,
             ) -> Result<Self, Self::Rejection> {
                 let raw = K::source().read(parts)?;
-                lock_value::<K>(parts, state, &raw, $kind).await.map($name)
+                lock_value::<K>(parts, state, &raw, $answer).await.map($name)
             }
         }
 
         impl<S, K> OptionalFromRequestParts<S> for $name<K>
         where
             S: LockManagerState + Send + Sync,
-            K: Lockable,
+            K: $bound,
         {
             type Rejection = LockRejection;
 
@@ -225,7 +233,7 @@ macro_rules! locked_extractor {
                 state: &S,
             ) -> Result<Option<Self>, Self::Rejection> {
                 match K::source().read(parts) {
-                    Ok(raw) => lock_value::<K>(parts, state, &raw, $kind)
+                    Ok(raw) => lock_value::<K>(parts, state, &raw, $answer)
                         .await
                         .map(|held| Some($name(held))),
                     Err(LockRejection::MissingKey { .. }) => Ok(None),
@@ -254,21 +262,25 @@ pub(crate) fn request_manager(
         .ok_or(LockRejection::NoManager)
 }
 
-/// Parses `K` from `raw` and takes its lock of `kind`: a hold of the layer's lock on the
-/// same key where the rules allow (the same kind; a read under a write), else a lock of
-/// its own; a kind the layer's hold cannot give is a 500 that names the mistake.
+/// Parses `K` from `raw` and takes its lock of `answer`'s kind: a hold of the layer's lock
+/// on the same key where the rules allow (the same kind; a read under a write), else a
+/// lock of its own; a kind the layer's hold cannot give is a 500 that names the mistake.
+/// `answer`: the kind and how a busy lock is answered (an error: the kind is invalid).
 pub(crate) async fn lock_value<K: Lockable>(
     parts: &Parts,
     state: &impl LockManagerState,
     raw: &str,
-    kind: LockKind,
+    answer: Result<(LockKind, BusyAnswer), crate::LockError>,
 ) -> Result<Held<K>, LockRejection> {
     let value = K::parse(raw).map_err(|reason| LockRejection::InvalidKey {
         what: K::source().describe(),
         reason,
     })?;
-    let rejection =
-        |e| LockRejection::from_error(e, &K::source().describe(), BusyAnswer::default());
+    let busy = answer
+        .as_ref()
+        .map_or(BusyAnswer::default(), |(_, busy)| *busy);
+    let rejection = |e| LockRejection::from_error(e, &K::source().describe(), busy);
+    let (kind, _) = answer.map_err(rejection)?;
     let manager = request_manager(parts, state)?;
     let key = manager.key(&value.lock_name()).map_err(rejection)?;
     let guard = match layer_hold(parts, &key) {

@@ -11,6 +11,7 @@ mod manager_state;
 mod multi_extract;
 mod read_write_extract;
 mod rejection;
+mod semaphore_extract;
 
 pub use fair_extract::FairLocked;
 pub use fenced_extract::FencedLocked;
@@ -22,3 +23,4 @@ pub use manager_state::LockManagerState;
 pub use multi_extract::MultiLocked;
 pub use read_write_extract::{ReadLocked, WriteLocked};
 pub use rejection::{LockRejection, DEFAULT_BUSY_RETRY_AFTER, SHOWN_CHARS};
+pub use semaphore_extract::{Limited, Permit};

@@ -11,3 +11,4 @@ mod layer;
 mod multi;
 mod multi_layer;
 mod read_write;
+mod semaphore;

@@ -1,9 +1,10 @@
 //! Which kind of lock the layer takes: the plain lock, a read-write lock's read or write
-//! side, the side the request's method calls for, the fair or the fenced lock; and the
-//! layer's options that choose it.
+//! side, the side the request's method calls for, the fair or the fenced lock, or a
+//! semaphore's permit; and the layer's options that choose it.
 
 use super::LockLayer;
-use crate::kind::LockKind;
+use crate::error::LockError;
+use crate::kind::{LockKind, Permits};
 #[cfg(doc)]
 use crate::LockManager;
 
@@ -98,6 +99,42 @@ impl LockLayer {
         self.config_mut().kinds = LayerKinds::Fenced;
         self
     }
+
+    /// Takes a permit of a semaphore ([`LockManager::semaphore`]) instead of a lock: at most
+    /// `limit` requests of one key run at once, across every process (Redisson's
+    /// `RPermitExpirableSemaphore` on Redis). A request that finds every permit in use waits
+    /// (the layer's [`wait`](Self::wait)), then is answered `429 Too Many Requests` with
+    /// `Retry-After` ([`LockRejection::NoPermit`]; call
+    /// [`busy_status`](Self::busy_status) after this to answer another status); `503` when
+    /// the backend is down. The permit is released before the response goes out, or at
+    /// once when the request is dropped. For one limit for the whole route, name one key
+    /// for every request: [`LockLayer::by_fn`]`(|_| Some("exports".into()))`.
+    ///
+    /// A limit of 0 or over [`MAX_PERMITS`](crate::lock::MAX_PERMITS) answers every request
+    /// 500 ([`LockRejection::InvalidPermits`]), naming the mistake.
+    ///
+    /// ```
+    /// use axum::{routing::post, Router};
+    /// use tower_lock::layer::LockLayer;
+    /// use tower_lock::LockManager;
+    ///
+    /// async fn export() -> &'static str { "exported" }
+    ///
+    /// // At most 8 exports per tenant at once, across every replica of the service.
+    /// let app: Router = Router::new()
+    ///     .route("/tenants/{tenant}/exports", post(export))
+    ///     .route_layer(LockLayer::by_path_param("tenant").semaphore(8).manager(LockManager::memory()));
+    /// ```
+    ///
+    /// [`LockRejection::NoPermit`]: crate::rejection::LockRejection::NoPermit
+    /// [`LockRejection::InvalidPermits`]: crate::rejection::LockRejection::InvalidPermits
+    pub fn semaphore(mut self, limit: u32) -> Self {
+        self.config_mut().kinds = LayerKinds::Semaphore { limit };
+        let busy = &mut self.options_mut().busy;
+        busy.status = http::StatusCode::TOO_MANY_REQUESTS;
+        busy.permits = Some(limit);
+        self
+    }
 }
 
 /// Which kind of lock the layer takes for a request.
@@ -115,16 +152,24 @@ pub(crate) enum LayerKinds {
     Fair,
     /// The fenced lock, for every request.
     Fenced,
+    /// A permit of a semaphore of this limit, for every request (checked per request: a
+    /// builder method cannot fail).
+    Semaphore { limit: u32 },
 }
 
 impl LayerKinds {
-    pub(crate) fn for_method(self, method: &http::Method) -> LockKind {
-        match self {
+    /// The kind a request of `method` takes (an error for a semaphore's invalid limit).
+    pub(crate) fn for_method(self, method: &http::Method) -> Result<LockKind, LockError> {
+        Ok(match self {
             LayerKinds::Plain => LockKind::Plain,
             LayerKinds::Read => LockKind::Read,
             LayerKinds::Write => LockKind::Write,
             LayerKinds::Fair => LockKind::Fair,
             LayerKinds::Fenced => LockKind::Fenced,
+            LayerKinds::Semaphore { limit } => match Permits::new(limit, 1) {
+                Ok(permits) => LockKind::Semaphore(permits),
+                Err(reason) => return Err(LockError::InvalidPermits { reason }),
+            },
             LayerKinds::ByMethod => {
                 let safe = [http::Method::GET, http::Method::HEAD, http::Method::OPTIONS];
                 if safe.contains(method) {
@@ -133,6 +178,6 @@ impl LayerKinds {
                     LockKind::Write
                 }
             }
-        }
+        })
     }
 }

@@ -100,7 +100,14 @@ where
             return Ok(Start::Rejected(rejection));
         }
     };
-    let kind = config.kinds.for_method(&parts.method);
+    let kind = match config.kinds.for_method(&parts.method) {
+        Ok(kind) => kind,
+        Err(error) => {
+            throttled!(error, "tower-lock: {error}; answering 500");
+            let rejection = LockRejection::from_error(error, "", options.busy);
+            return Ok(Start::Rejected(rejection));
+        }
+    };
     let key = match keys {
         ReadKeys::One(key) => key,
         ReadKeys::None => return Ok(unlocked(config, parts, LockRequestBody::streaming(body))),
