@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
-use tower_lock::lock::{LockKind, Released};
+use tower_lock::lock::{LockKind, Permits, Released};
 use tower_lock::LockManager;
 
 /// Waiters per round, over two managers (processes) and two names.
@@ -80,6 +80,7 @@ async fn one_waiter(
                 LockKind::Fair => locks.fair_lock(name),
                 LockKind::Write => locks.write_lock(name),
                 LockKind::Fenced => locks.fenced_lock(name),
+                LockKind::Semaphore(permits) => locks.semaphore(name, permits.limit()),
                 _ => locks.lock(name),
             };
             let guard = request.wait(WAIT).acquire().await.map_err(failed)?;
@@ -256,6 +257,8 @@ async fn waiters_of_every_kind_ride_out_restarts() {
         Shape::Single(LockKind::Fair),
         Shape::Single(LockKind::Write),
         Shape::Single(LockKind::Fenced),
+        // A semaphore of one permit: exclusive, so the same overlap check applies.
+        Shape::Single(LockKind::Semaphore(Permits::new(1, 1).unwrap())),
         Shape::Multi,
     ];
     let series: Vec<_> = shapes
