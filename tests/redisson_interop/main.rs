@@ -14,6 +14,7 @@ mod fenced;
 mod holds;
 mod names;
 mod read_write;
+mod semaphore;
 mod sentinel;
 mod shares;
 mod wake_ups;

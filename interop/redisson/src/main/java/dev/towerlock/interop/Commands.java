@@ -25,10 +25,12 @@ final class Commands {
     /** One thread per holder: Redisson's owner id is {@code <client id>:<thread id>}. */
     private final Map<String, ExecutorService> holders = new ConcurrentHashMap<>();
     private final ExecutorService shared = Executors.newCachedThreadPool(daemon("shared"));
+    private final Semaphores semaphores;
 
     Commands(RedissonClient redisson, Replies replies) {
         this.redisson = redisson;
         this.replies = replies;
+        this.semaphores = new Semaphores(redisson);
     }
 
     /** Parses {@code <tag> <command> <args…>} and runs it where it belongs. */
@@ -63,6 +65,12 @@ final class Commands {
     }
 
     private String run(String command, String[] w) throws Exception {
+        if (command.startsWith("sem_")) {
+            String answer = semaphores.run(command, w);
+            if (answer != null) {
+                return answer;
+            }
+        }
         return switch (command) {
             // lock <holder> <kind> <name> <wait ms | -1: forever> <lease ms | -1: watchdog>
             case "lock" -> lock(w[3], w[4], Long.parseLong(w[5]), Long.parseLong(w[6]));
