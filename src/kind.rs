@@ -133,8 +133,14 @@ pub(crate) enum Also {
 /// The rules of one kind: every decision outside the kind's own storage code asks these.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rules {
-    /// Holders of this kind share the name with each other (readers).
+    /// Holders of this kind share the name with each other (readers, a semaphore's
+    /// permit holders): a newcomer tries while only such holders hold the name here, and
+    /// when the head of the local queue gets in, the waiter behind it tries too.
     pub(crate) shared: bool,
+    /// The waiters of this kind right behind the head of the local queue try together with
+    /// it: when one reader can get in, so can every reader (a semaphore's waiters, which
+    /// may find one permit for many of them, try one after another instead).
+    pub(crate) tries_in_a_run: bool,
     /// Where its waiters wait.
     pub(crate) waits_in: WaitsIn,
     /// A last release may hand the lock straight to the next local waiter, in the
@@ -171,6 +177,7 @@ impl LockKind {
     pub(crate) const fn rules(self) -> Rules {
         const ALONE: Rules = Rules {
             shared: false,
+            tries_in_a_run: false,
             waits_in: WaitsIn::LocalQueue,
             hands_over: false,
             fenced: false,
@@ -187,6 +194,7 @@ impl LockKind {
             },
             LockKind::Read => Rules {
                 shared: true,
+                tries_in_a_run: true,
                 ..ALONE
             },
             LockKind::Write => Rules {

@@ -19,6 +19,8 @@ pub enum Contender {
     TowerLock(LockManager),
     /// tower-lock's fair lock.
     TowerFair(LockManager),
+    /// A permit of tower-lock's semaphore of this limit.
+    TowerSemaphore(LockManager, u32),
     Polling {
         client: Client,
         every: Duration,
@@ -52,6 +54,14 @@ impl Contender {
                         .expect("tower-lock acquisition"),
                 )
             }
+            Contender::TowerSemaphore(locks, limit) => Holding::Tower(
+                locks
+                    .semaphore(name, *limit)
+                    .wait(Duration::from_secs(600))
+                    .acquire()
+                    .await
+                    .expect("tower-lock semaphore acquisition"),
+            ),
             Contender::Polling { client, every } => {
                 let token = format!(
                     "{}:{}",

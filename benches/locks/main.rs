@@ -106,9 +106,13 @@ async fn worker(args: &[String]) {
     println!("{out}");
 }
 
-/// Builds a contender by its short name: `tower`, `tower-free`, `fair`, `poll100`, `poll10`,
-/// `memory`.
+/// Builds a contender by its short name: `tower`, `tower-free`, `fair`, `sem<N>` (a
+/// semaphore of N permits), `poll100`, `poll10`, `memory`.
 pub async fn contender(kind: &str, url: &str) -> Contender {
+    if let Some(limit) = kind.strip_prefix("sem") {
+        let locks = tower_lock::LockManager::redis(url).await.expect("connect");
+        return Contender::TowerSemaphore(locks, limit.parse().expect("sem<N>"));
+    }
     match kind {
         "fair" => Contender::TowerFair(tower_lock::LockManager::redis(url).await.expect("connect")),
         "tower" => {

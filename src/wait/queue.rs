@@ -32,14 +32,17 @@ pub(super) struct Queue {
 impl Queue {
     /// The waiters that may try now: the head, and when it reads, the readers right
     /// behind it (they share; a writer stops the run, and readers behind a writer wait for
-    /// it).
+    /// it). A semaphore's waiters try one at a time: the next once the head got permits.
     pub(super) fn front(&self) -> impl Iterator<Item = &Arc<Waiter>> {
         // Lazily: a waiter looking for itself stops where it stands, not at the run's end.
-        let reads = self.waiters.front().is_some_and(|head| head.reads());
+        let run = self
+            .waiters
+            .front()
+            .is_some_and(|head| head.tries_in_a_run());
         self.waiters
             .iter()
             .enumerate()
-            .take_while(move |(at, waiter)| *at == 0 || (reads && waiter.reads()))
+            .take_while(move |(at, waiter)| *at == 0 || (run && waiter.tries_in_a_run()))
             .map(|(_, waiter)| waiter)
     }
 
@@ -75,6 +78,11 @@ impl Waiter {
     /// ahead of it).
     pub(super) fn reads(&self) -> bool {
         self.kind.rules().shared
+    }
+
+    /// The waiters of its kind right behind the head try together with it (readers).
+    pub(super) fn tries_in_a_run(&self) -> bool {
+        self.kind.rules().tries_in_a_run
     }
 
     /// A release may hand it the lock (it waits for a kind that is handed over).

@@ -357,6 +357,52 @@ async fn bad_permits_are_refused(backend: BackendUnderTest) {
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
 }
 
+/// Acquisitions dropped at every point of their life (first attempt on its way, queued,
+/// woken, granted) leave no permit, waiter, claim or subscription: afterwards every permit
+/// can be taken at once.
+async fn cancelled_acquisitions_leave_no_permit(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("sem-cancel");
+    let holder = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
+    for i in 0..200u32 {
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        let task = tokio::spawn(async move { manager.semaphore(&name, 2).acquire().await });
+        for _ in 0..(i % 8) {
+            tokio::task::yield_now().await;
+        }
+        task.abort();
+        if let Ok(Ok(guard)) = task.await {
+            // Finished before the abort: an ordinary holder.
+            assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+        }
+    }
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    // Background undos of acquisitions that landed run in their own tasks: both permits
+    // are free once they did (a 30 s lease: taking both within the wait shows none was
+    // left to its lease).
+    let both = ctx
+        .manager
+        .semaphore(&name, 2)
+        .permits(2)
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("no cancelled acquisition kept a permit");
+    assert_eq!(both.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(ctx.manager.semaphore_usage(&name).await.unwrap().in_use, 0);
+    if let Some(redis) = &ctx.redis {
+        let channel = format!("redisson_sc:{{{}}}", ctx.manager.key(&name).unwrap());
+        support::eventually("the subscription ends", || async {
+            (support::numsub(redis, &channel).await == 0).then_some(())
+        })
+        .await;
+    }
+    support::eventually("nothing left behind", || async {
+        (ctx.manager.stats() == Default::default()).then_some(())
+    })
+    .await;
+}
+
 backend_suite!(
     [Memory, Redis, Cluster]
     at_most_the_limit_is_held,
@@ -367,4 +413,5 @@ backend_suite!(
     a_holder_whose_permit_is_taken_away_is_told,
     a_resent_acquisition_takes_no_second_permit,
     bad_permits_are_refused,
+    cancelled_acquisitions_leave_no_permit,
 );

@@ -12,6 +12,7 @@ mod s4;
 mod s5;
 mod s6;
 mod s7_idempotency;
+mod s8_semaphore;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +45,7 @@ use s4::s4;
 use s5::s5;
 use s6::s6;
 use s7_idempotency::s7;
+use s8_semaphore::s8;
 
 const HOLD: Duration = Duration::from_millis(2);
 const THINK: Duration = Duration::from_millis(5);
@@ -93,6 +95,9 @@ pub async fn run_all(scale: Scale) {
     }
     if wanted("s7") || wanted("idempotency") {
         s7(&url, &admin, scale, &mut report).await;
+    }
+    if wanted("s8") || wanted("semaphore") {
+        s8(&url, &admin, scale, &mut report).await;
     }
     if wanted("cluster") {
         cluster(scale, &mut report).await;

@@ -8,6 +8,7 @@ pub(in crate::backend) mod memory;
 #[cfg(feature = "redis")]
 pub(in crate::backend) mod redis;
 
+#[cfg(feature = "redis")]
 use ids::permit_ids;
 pub(crate) use ids::permit_ids_hex;
 

@@ -136,7 +136,7 @@ impl RedisBackend {
                     matches!(&reply, Ok(Value::Integer(code)) if *code >= scripts::UNLOCKED);
                 echoes.settle(&key, published);
             }
-            decode_release(&key, reply?, listening)
+            decode_release(&key, reply?)
         })
     }
 
@@ -214,26 +214,18 @@ fn decode_acquire(key: &LockKey, reply: Value) -> Result<Attempt, BackendError> 
     })
 }
 
-/// A release's reply, decoded. `listening`: this process's own subscriber is among those
-/// the published count reached.
-fn decode_release(
-    key: &LockKey,
-    reply: Value,
-    listening: bool,
-) -> Result<ReleaseReply, BackendError> {
+/// A release's reply, decoded. No listener count is reported: a permit is one of many,
+/// not a turn of an exclusive lock, so the next local waiter tries at once rather than
+/// letting waiters of other processes go first (the published count told them, and they
+/// race for it with ours).
+fn decode_release(key: &LockKey, reply: Value) -> Result<ReleaseReply, BackendError> {
     let Value::Integer(code) = reply else {
         return Err(rejected(key, "release", &reply));
     };
     Ok(match code {
         scripts::NOT_HELD => ReleaseReply::new(Released::NotHeld),
         0 => ReleaseReply::new(Released::StillHeld),
-        reached if reached >= scripts::UNLOCKED => {
-            let reached = u32::try_from(reached - scripts::UNLOCKED).unwrap_or(u32::MAX);
-            ReleaseReply {
-                released: Released::Unlocked,
-                other_listeners: Some(reached.saturating_sub(u32::from(listening))),
-            }
-        }
+        reached if reached >= scripts::UNLOCKED => ReleaseReply::new(Released::Unlocked),
         _ => return Err(rejected(key, "release", &reply)),
     })
 }
@@ -280,12 +272,11 @@ mod tests {
         assert!(decode_acquire(&key, Value::from(-9)).is_err());
         let error = decode_acquire(&key, Value::from("WRONGTYPE Operation")).unwrap_err();
         assert!(error.to_string().contains("other data"), "{error}");
-        let release =
-            |code: i64, listening| decode_release(&key, Value::from(code), listening).unwrap();
-        assert_eq!(release(-1, false).released, Released::NotHeld);
-        assert_eq!(release(0, false).released, Released::StillHeld);
-        assert_eq!(release(3, true).other_listeners, Some(1));
-        assert!(decode_release(&key, Value::from(-7), false).is_err());
+        let release = |code: i64| decode_release(&key, Value::from(code)).unwrap();
+        assert_eq!(release(-1).released, Released::NotHeld);
+        assert_eq!(release(0).released, Released::StillHeld);
+        assert_eq!(release(3), ReleaseReply::new(Released::Unlocked));
+        assert!(decode_release(&key, Value::from(-7)).is_err());
         let usage =
             |a: i64, b: i64| decode_usage(&Value::Array(vec![Value::from(a), Value::from(b)]));
         assert_eq!(usage(8, 3), Some(PermitUsage::new(Some(8), 3)));

@@ -77,24 +77,23 @@ if op == 'a' then
     set_deadlines(6, last, deadline)
     return ACQUIRED
   end
-  local first_id = redis.call('zscore', deadlines, ARGV[6])
-  if first_id then
-    -- Re-sent after it took effect: the permits are ours already (not counted again).
-    if live(6, last) == n then
-      set_deadlines(6, last, deadline)
-      return ACQUIRED
-    end
-    -- Some ran out meanwhile: give back what is left, then take them anew.
-    local back = 0
-    for i = 6, last do back = back + redis.call('zrem', deadlines, ARGV[i]) end
-    if back > 0 then redis.call('incrby', count_key, back) end
-  end
   local value = reclaim(available(limit))
   if value >= n then
-    redis.call('decrby', count_key, n)
+    -- Only ids not there yet are counted: those of a re-sent acquisition that took effect
+    -- are ours already (Redisson #6517 lost permits by counting them again).
+    local pairs = {}
     for i = 6, last do
-      redis.call('zadd', deadlines, deadline, ARGV[i])
+      pairs[#pairs + 1] = deadline
+      pairs[#pairs + 1] = ARGV[i]
     end
+    local added = redis.call('zadd', deadlines, 'NX', unpack(pairs))
+    if added > 0 then redis.call('decrby', count_key, added) end
+    if added < n then set_deadlines(6, last, deadline) end
+    return ACQUIRED
+  end
+  if live(6, last) == n then
+    -- Re-sent after it took effect, and the permits it took fill the semaphore.
+    set_deadlines(6, last, deadline)
     return ACQUIRED
   end
   local first = redis.call('zrange', deadlines, 0, 0, 'WITHSCORES')
