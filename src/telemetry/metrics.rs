@@ -1,5 +1,6 @@
 //! Counters and histograms through the `metrics` facade, labelled by lock kind (never by
-//! key: keys are unbounded). Names, with the label `kind` (`plain`, `read`, `write`, `fair`, `fenced`):
+//! key: keys are unbounded). Names, with the label `kind` (`plain`, `read`, `write`, `fair`, `fenced`,
+//! `semaphore`):
 //!
 //! | name | type | what |
 //! |---|---|---|

@@ -4,7 +4,7 @@
 //!
 //! Spans, all at DEBUG under the target `tower_lock`:
 //! - `acquire` (`key`, `kind`, `wait_ms`; recorded at the end: `waited_ms`, `outcome` =
-//!   `acquired`, `busy`, `timed_out`, `unavailable`, `invalid_name`, `lost` or `cancelled`);
+//!   `acquired`, `busy`, `timed_out`, `unavailable`, `invalid_name`, `invalid_permits`, `lost` or `cancelled`);
 //! - `hold` (`key`, `kind`, `owner`), open while the lock is held, from the span current
 //!   where it was acquired (the request's, under the layer);
 //! - `release` (inside `hold`; recorded: `outcome` = `unlocked`, `handed_over`,
