@@ -143,8 +143,8 @@ pub(crate) struct Rules {
     pub(crate) tries_in_a_run: bool,
     /// Where its waiters wait.
     pub(crate) waits_in: WaitsIn,
-    /// A last release may hand the lock straight to the next local waiter, in the
-    /// release's own backend step (a queue of this kind's waiters all take it alone).
+    /// A last release may hand the lock (a semaphore: its permits) straight to the next
+    /// local waiter of the same kind, in the release's own backend step.
     pub(crate) hands_over: bool,
     /// Each acquisition gets a fencing token.
     pub(crate) fenced: bool,
@@ -214,6 +214,7 @@ impl LockKind {
             // holders hold the name here.
             LockKind::Semaphore(_) => Rules {
                 shared: true,
+                hands_over: true,
                 ..ALONE
             },
         }
@@ -248,11 +249,12 @@ mod tests {
     ];
 
     #[test]
-    fn only_the_plain_lock_is_handed_over_taken_in_process_or_recorded() {
+    fn only_the_plain_lock_and_permits_are_handed_over_only_the_plain_lock_recorded() {
         for kind in ALL {
             let rules = kind.rules();
             let plain = kind == LockKind::Plain;
-            assert_eq!(rules.hands_over, plain, "{kind:?}");
+            let handed = plain || matches!(kind, LockKind::Semaphore(_));
+            assert_eq!(rules.hands_over, handed, "{kind:?}");
             assert_eq!(rules.taken_in_process, plain, "{kind:?}");
             assert_eq!(rules.records, plain, "{kind:?}");
         }

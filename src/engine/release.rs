@@ -103,7 +103,7 @@ impl Hold {
                 && this.kind().rules().hands_over
             {
                 let limit = manager.settings().hand_over_limit;
-                manager.queues().next_holder(this.key(), limit)
+                manager.queues().next_holder(this.key(), this.kind(), limit)
             } else {
                 Handing::Free { announce: None }
             };

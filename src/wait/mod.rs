@@ -257,7 +257,7 @@ impl WaitQueues {
     /// or, while other processes take turns, after as many holds as they had (see
     /// `turns`): that release frees the lock, so that waiters of other processes get
     /// their chance.
-    pub(crate) fn next_holder(&self, key: &LockKey, limit: u32) -> Handing {
+    pub(crate) fn next_holder(&self, key: &LockKey, kind: LockKind, limit: u32) -> Handing {
         // Most releases have nobody waiting near: no mutex for them. Not offering is
         // always safe (the release then frees the lock and wakes whoever queued).
         if limit == 0 || !self.may_be_queued(key) {
@@ -267,9 +267,12 @@ impl WaitQueues {
         let Some(queue) = state.queues.get_mut(key) else {
             return Handing::Free { announce: None };
         };
-        // Only to a waiter for a kind that is handed over (a plain lock: it takes the lock
-        // alone and without a token).
-        let head = queue.waiters.front().filter(|head| head.takes_hand_over());
+        // Only to a waiter for a kind that is handed over, and the releaser's (a plain lock
+        // taken alone and without a token; as many permits of the same semaphore).
+        let head = queue
+            .waiters
+            .front()
+            .filter(|head| head.takes_hand_over() && head.kind == kind);
         let Some(head) = head else {
             return Handing::Free {
                 announce: queue.turns.run_ends(),

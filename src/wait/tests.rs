@@ -6,7 +6,7 @@ use super::*;
 
 /// The offer a last release of `key` makes, if it hands the lock over.
 fn offer_next(queues: &WaitQueues, key: &LockKey, limit: u32) -> Option<Offer> {
-    match queues.next_holder(key, limit) {
+    match queues.next_holder(key, LockKind::Plain, limit) {
         Handing::Over(offer) => Some(offer),
         Handing::Free { .. } => None,
     }

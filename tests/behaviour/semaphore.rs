@@ -403,6 +403,55 @@ async fn cancelled_acquisitions_leave_no_permit(backend: BackendUnderTest) {
     .await;
 }
 
+/// A last release hands its permit straight to the next waiter of its process for the same
+/// semaphore (Redis: in the release's script, so the permit is never free in between and
+/// the waiter needs no attempt of its own); the memory backend frees it and wakes the
+/// waiter. Either way the waiter holds it, and only one permit is in use.
+async fn a_release_hands_its_permit_to_the_next_local_waiter(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("sem-hand-over");
+    let holder = ctx.manager.semaphore(&name, 1).acquire().await.unwrap();
+    let waiter = {
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        tokio::spawn(async move {
+            manager
+                .semaphore(&name, 1)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    while ctx.manager.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let released = holder.release().await.unwrap();
+    let expected = match backend {
+        BackendUnderTest::Memory => Released::Unlocked,
+        _ => Released::HandedOver,
+    };
+    assert_eq!(released, expected);
+    let next = waiter.await.unwrap().unwrap();
+    let usage = ctx.manager.semaphore_usage(&name).await.unwrap();
+    assert_eq!((usage.limit, usage.in_use), (Some(1), 1));
+    if let Some(redis) = &ctx.redis {
+        let members: Vec<fred::bytes::Bytes> = redis
+            .zrange(deadlines_key(&name), 0, -1, None, false, None, false)
+            .await
+            .unwrap();
+        let stored: Vec<String> = members
+            .iter()
+            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+            .collect();
+        assert_eq!(
+            stored,
+            next.permit_ids(),
+            "the waiter's permit, in the holder's place"
+        );
+    }
+    assert!(busy(ctx.manager.semaphore(&name, 1).try_acquire().await));
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+}
+
 backend_suite!(
     [Memory, Redis, Cluster]
     at_most_the_limit_is_held,
@@ -414,4 +463,5 @@ backend_suite!(
     a_resent_acquisition_takes_no_second_permit,
     bad_permits_are_refused,
     cancelled_acquisitions_leave_no_permit,
+    a_release_hands_its_permit_to_the_next_local_waiter,
 );

@@ -67,6 +67,7 @@ mod tests {
     use crate::backend::plain::batch::script as batch;
     use crate::backend::plain::record_script as record;
     use crate::backend::read_write::redis::script as read_write;
+    use crate::backend::semaphore::redis::script as semaphore;
 
     /// The value the script's `local NAME, … = value, …` lines give `name`.
     fn lua_constant(lua: &str, name: &str) -> String {
@@ -133,5 +134,18 @@ mod tests {
             assert_eq!(lua_constant(&recorded, name), value.to_string(), "{name}");
         }
         assert_eq!(lua_constant(&record(true), "PUBLISH"), "spublish");
+        let lua = semaphore(false);
+        for (name, value) in [
+            ("ACQUIRED", ACQUIRED),
+            ("BUSY_FOREVER", BUSY_FOREVER),
+            ("LOST", LOST),
+            ("NOT_HELD", NOT_HELD),
+            ("UNLOCKED", UNLOCKED),
+            ("HANDED_OVER", HANDED_OVER),
+        ] {
+            assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
+        }
+        assert_eq!(lua_constant(&lua, "PUBLISH"), "publish");
+        assert_eq!(lua_constant(&semaphore(true), "PUBLISH"), "spublish");
     }
 }

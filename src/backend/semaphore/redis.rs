@@ -8,7 +8,9 @@ use fred::prelude::*;
 use super::{permit_ids, PermitUsage};
 use crate::backend::redis::commands::{eval_script, millis};
 use crate::backend::redis::{names, scripts, RedisBackend};
-use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs};
+use crate::backend::{
+    AcquireArgs, Attempt, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs, Successor,
+};
 use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::{LockKind, Permits};
@@ -31,13 +33,13 @@ fn permits(kind: LockKind) -> Result<Permits, BackendError> {
 
 impl RedisBackend {
     /// Runs one operation of `semaphore.lua` on `key`: `head` after the operation's code,
-    /// then `owner`'s `count` permit ids.
+    /// then the `count` permit ids of each of `owners` in turn.
     fn semaphore_call<const N: usize>(
         &self,
         key: LockKey,
         code: &'static str,
         head: [i64; N],
-        ids: Option<(OwnerId, u32)>,
+        (owners, count): (Vec<OwnerId>, u32),
     ) -> BoxFuture<Result<Value, BackendError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
@@ -46,10 +48,10 @@ impl RedisBackend {
                 names::semaphore_deadlines(&key),
                 names::semaphore_channel(&key),
             ];
-            let ids: Vec<[u8; 16]> = match &ids {
-                Some((owner, count)) => permit_ids(owner, *count).collect(),
-                None => Vec::new(),
-            };
+            let ids: Vec<[u8; 16]> = owners
+                .iter()
+                .flat_map(|owner| permit_ids(owner, count))
+                .collect();
             let arguments = || {
                 let mut values = Vec::with_capacity(3 + keys.len() + N + ids.len());
                 values.push(Value::String(inner.semaphore.sha1().clone()));
@@ -87,7 +89,7 @@ impl RedisBackend {
                 i64::from(args.expected),
                 i64::from(permits.count()),
             ],
-            Some((args.owner.clone(), permits.count())),
+            (vec![args.owner.clone()], permits.count()),
         );
         let ack = self.inner.replica_ack.filter(|_| args.expected == 0);
         let backend = self.clone();
@@ -114,6 +116,9 @@ impl RedisBackend {
             Ok(permits) => permits,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
+        if let Some(successor) = args.successor.filter(|_| args.expected <= 1) {
+            return self.semaphore_hand_over(args.key, args.owner, successor, permits);
+        }
         // A last release publishes the new count; this process's own message comes back
         // and is told apart as the plain lock's is (`echoes`).
         let listening = args.expected <= 1 && self.listens(&args.key);
@@ -125,7 +130,7 @@ impl RedisBackend {
                 i64::from(args.expected),
                 i64::from(permits.count()),
             ],
-            Some((args.owner, permits.count())),
+            (vec![args.owner], permits.count()),
         );
         let echoes = self.inner.echoes.clone();
         let key = args.key;
@@ -137,6 +142,31 @@ impl RedisBackend {
                 echoes.settle(&key, published);
             }
             decode_release(&key, reply?)
+        })
+    }
+
+    /// A last release that hands `owner`'s permits straight to `successor`, a waiter of
+    /// this process for as many permits of the same semaphore (nothing is published: the
+    /// permits stay held).
+    fn semaphore_hand_over(
+        &self,
+        key: LockKey,
+        owner: OwnerId,
+        successor: Successor,
+        permits: Permits,
+    ) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+        let reply = self.semaphore_call(
+            key.clone(),
+            "h",
+            [millis(successor.lease), i64::from(permits.count())],
+            (vec![owner, successor.owner], permits.count()),
+        );
+        Box::pin(async move {
+            match reply.await? {
+                Value::Integer(scripts::HANDED_OVER) => Ok(ReleaseReply::new(Released::HandedOver)),
+                Value::Integer(scripts::NOT_HELD) => Ok(ReleaseReply::new(Released::NotHeld)),
+                other => Err(rejected(&key, "hand-over", &other)),
+            }
         })
     }
 
@@ -153,7 +183,7 @@ impl RedisBackend {
             args.key.clone(),
             "n",
             [millis(args.lease), i64::from(permits.count())],
-            Some((args.owner, permits.count())),
+            (vec![args.owner], permits.count()),
         );
         Box::pin(async move {
             match reply.await? {
@@ -170,7 +200,7 @@ impl RedisBackend {
         key: LockKey,
         limit: u32,
     ) -> BoxFuture<Result<(), BackendError>> {
-        let reply = self.semaphore_call(key.clone(), "s", [i64::from(limit)], None);
+        let reply = self.semaphore_call(key.clone(), "s", [i64::from(limit)], (Vec::new(), 0));
         Box::pin(async move {
             match reply.await? {
                 Value::Integer(1) => Ok(()),
@@ -184,7 +214,7 @@ impl RedisBackend {
         &self,
         key: LockKey,
     ) -> BoxFuture<Result<PermitUsage, BackendError>> {
-        let reply = self.semaphore_call(key.clone(), "u", [], None);
+        let reply = self.semaphore_call(key.clone(), "u", [], (Vec::new(), 0));
         Box::pin(async move {
             let reply = reply.await?;
             decode_usage(&reply).ok_or_else(|| rejected(&key, "usage", &reply))

@@ -8,11 +8,12 @@
 -- ARGV[1]: the operation; the rest as each operation says.
 --
 -- Permits whose deadline passed are returned to the count (at most RECLAIM_MAX per call)
--- by acquisitions, and the new count is published, as Redisson's scripts do; a release
--- publishes the new count too. Java waiters wake as many waiters as the count says.
+-- by acquisitions that find too few available, and the new count is published, as
+-- Redisson's scripts do; a release publishes the new count too. Java waiters wake as many
+-- waiters as the count says.
 -- Reply codes, checked against scripts.rs by a test:
 local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
-local NOT_HELD, UNLOCKED = -1, 1
+local NOT_HELD, UNLOCKED, HANDED_OVER = -1, 1, 2
 local PUBLISH = 'publish'
 -- Redisson's "no lease" score.
 local NO_LEASE = '922337203685477'
@@ -77,7 +78,10 @@ if op == 'a' then
     set_deadlines(6, last, deadline)
     return ACQUIRED
   end
-  local value = reclaim(available(limit))
+  local value = available(limit)
+  -- Expired permits are reclaimed when they are needed (a waiter that found the
+  -- semaphore full retries when the earliest lease ends, and reclaims it then).
+  if value < n then value = reclaim(value) end
   if value >= n then
     -- Only ids not there yet are counted: those of a re-sent acquisition that took effect
     -- are ours already (Redisson #6517 lost permits by counting them again).
@@ -117,6 +121,25 @@ elseif op == 'r' then
   local reached = publish(redis.call('incrby', count_key, removed))
   if held < n then return NOT_HELD end
   return UNLOCKED + reached
+elseif op == 'h' then
+  -- Hand-over: the releaser's permits go straight to a waiter of the same process (as
+  -- many, with the waiter's lease); the count does not change and nothing is published.
+  -- ARGV: the successor's lease ms, n, the releaser's n ids, then the successor's n ids.
+  local lease, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local ours, theirs = 3 + n, 3 + 2 * n
+  if live(4, ours) < n then
+    -- Re-sent after it took effect: the successor holds them.
+    if live(ours + 1, theirs) == n then return HANDED_OVER end
+    -- Not ours any more: what is left goes back, as a release would.
+    local removed = 0
+    for i = 4, ours do removed = removed + redis.call('zrem', deadlines, ARGV[i]) end
+    if removed > 0 then publish(redis.call('incrby', count_key, removed)) end
+    return NOT_HELD
+  end
+  for i = 4, ours do redis.call('zrem', deadlines, ARGV[i]) end
+  local deadline = string.format('%.0f', now + lease)
+  for i = ours + 1, theirs do redis.call('zadd', deadlines, deadline, ARGV[i]) end
+  return HANDED_OVER
 elseif op == 'n' then
   -- Renew. ARGV: lease ms, n, then the n ids. A permit whose lease ended is never
   -- revived (another holder may have been counted in its place).
