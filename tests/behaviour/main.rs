@@ -14,4 +14,5 @@ mod multi;
 mod read_write;
 mod records;
 mod semaphore;
+mod semaphore_holds;
 mod waiting;

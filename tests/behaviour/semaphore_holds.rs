@@ -1,0 +1,286 @@
+//! Semaphore permits over time, through the manager: a release wakes a waiter of another
+//! manager (another process, for Redis) or hands its permit to the next local one; leases
+//! are renewed by the watchdog and reclaimed when a holder stops renewing; a permit taken
+//! away fires the loss signal; cancelled acquisitions leave nothing.
+
+use std::time::Duration;
+
+use fred::prelude::{KeysInterface, SortedSetsInterface};
+use tower_lock::backend::{AcquireArgs, Attempt, ReleaseArgs, Successor};
+use tower_lock::lock::{LockKind, OwnerId, Permits, Released};
+
+use crate::ctx::Ctx;
+use crate::semaphore::{busy, deadlines_key};
+use crate::support;
+use crate::support::suite::{backend_suite, BackendUnderTest};
+
+/// A waiter of another manager (another process, for Redis) gets the permit a release
+/// gives back, long before its wait ends.
+async fn a_release_wakes_a_waiter_of_another_manager(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let other = ctx.manager_sharing_the_backend().await;
+    let name = support::unique("sem-wake");
+    let first = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
+    let second = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
+    let waiter = {
+        let (other, name) = (other.clone(), name.clone());
+        tokio::spawn(async move {
+            other
+                .semaphore(&name, 2)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    while other.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(first.release().await.unwrap(), Released::Unlocked);
+    let got = waiter.await.unwrap().unwrap();
+    assert!(busy(ctx.manager.semaphore(&name, 2).try_acquire().await));
+    assert_eq!(got.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(second.release().await.unwrap(), Released::Unlocked);
+}
+
+/// A holder's permit outlives many leases while the watchdog renews it; a permit whose
+/// holder stopped renewing (a crash: taken through the backend, never renewed) comes back
+/// when its lease ends, and a waiter takes it then.
+async fn leases_are_renewed_and_dead_holders_permits_come_back(backend: BackendUnderTest) {
+    let lease = Duration::from_millis(300);
+    let ctx = Ctx::with(backend, |builder| builder.lease(lease)).await;
+    let name = support::unique("sem-leases");
+    let key = ctx.manager.key(&name).unwrap();
+    let kind = LockKind::Semaphore(Permits::new(2, 1).unwrap());
+    let held = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
+    // The dead holder: its permit has a lease and nobody renews it.
+    let dead = ctx.backend().await;
+    let attempt = dead
+        .acquire(AcquireArgs {
+            key: key.clone(),
+            kind,
+            owner: OwnerId::from_raw("dead-process:1"),
+            lease,
+            expected: 0,
+            waits: false,
+            unless_recorded: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(attempt, Attempt::Acquired);
+    let waited = tokio::time::Instant::now();
+    let waiter = ctx
+        .manager
+        .semaphore(&name, 2)
+        .wait(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        waited.elapsed() >= lease / 2,
+        "the dead holder's permit was taken while live"
+    );
+    // The live holder kept its permit through the wait (more than one lease).
+    tokio::time::sleep(lease * 3).await;
+    assert!(!held.is_lost());
+    assert!(busy(ctx.manager.semaphore(&name, 2).try_acquire().await));
+    assert_eq!(held.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(waiter.release().await.unwrap(), Released::Unlocked);
+}
+
+/// Permits deleted behind their holder: its next renewal finds them gone and fires the
+/// loss signal; its release then reports them not held.
+async fn a_holder_whose_permit_is_taken_away_is_told(backend: BackendUnderTest) {
+    let lease = Duration::from_millis(300);
+    let ctx = Ctx::with(backend, |builder| builder.lease(lease)).await;
+    let name = support::unique("sem-lost");
+    let guard = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
+    if let Some(memory) = &ctx.memory {
+        assert!(memory.force_unlock(&ctx.manager.key(&name).unwrap()));
+    }
+    if let Some(redis) = &ctx.redis {
+        let deleted: i64 = redis
+            .del(vec![name.clone(), deadlines_key(&name)])
+            .await
+            .unwrap();
+        assert_eq!(deleted, 2);
+    }
+    guard.lost().await;
+    assert_eq!(guard.release().await.unwrap(), Released::NotHeld);
+}
+
+/// Acquisitions dropped at every point of their life (first attempt on its way, queued,
+/// woken, granted) leave no permit, waiter, claim or subscription: afterwards every permit
+/// can be taken at once.
+async fn cancelled_acquisitions_leave_no_permit(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("sem-cancel");
+    let holder = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
+    for i in 0..200u32 {
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        let task = tokio::spawn(async move { manager.semaphore(&name, 2).acquire().await });
+        for _ in 0..(i % 8) {
+            tokio::task::yield_now().await;
+        }
+        task.abort();
+        if let Ok(Ok(guard)) = task.await {
+            // Finished before the abort: an ordinary holder.
+            assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+        }
+    }
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    // Background undos of acquisitions that landed run in their own tasks: both permits
+    // are free once they did (a 30 s lease: taking both within the wait shows none was
+    // left to its lease).
+    let both = ctx
+        .manager
+        .semaphore(&name, 2)
+        .permits(2)
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("no cancelled acquisition kept a permit");
+    assert_eq!(both.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(ctx.manager.semaphore_usage(&name).await.unwrap().in_use, 0);
+    if let Some(redis) = &ctx.redis {
+        let channel = format!("redisson_sc:{{{}}}", ctx.manager.key(&name).unwrap());
+        support::eventually("the subscription ends", || async {
+            (support::numsub(redis, &channel).await == 0).then_some(())
+        })
+        .await;
+    }
+    support::eventually("nothing left behind", || async {
+        (ctx.manager.stats() == Default::default()).then_some(())
+    })
+    .await;
+}
+
+/// A last release hands its permit straight to the next waiter of its process for the same
+/// semaphore when that waiter is idle (Redis), or frees it and wakes the waiter (memory; or
+/// a waiter whose own attempt is on its way at that moment): either way the waiter holds it
+/// and only one permit is in use. Whether the hand-over itself is exact is the backend's
+/// test below.
+async fn a_release_lets_the_next_local_waiter_in(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("sem-next");
+    let holder = ctx.manager.semaphore(&name, 1).acquire().await.unwrap();
+    let waiter = {
+        let (manager, name) = (ctx.manager.clone(), name.clone());
+        tokio::spawn(async move {
+            manager
+                .semaphore(&name, 1)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    while ctx.manager.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let released = holder.release().await.unwrap();
+    assert!(
+        matches!(released, Released::HandedOver | Released::Unlocked),
+        "{released:?}"
+    );
+    let next = waiter.await.unwrap().unwrap();
+    let usage = ctx.manager.semaphore_usage(&name).await.unwrap();
+    assert_eq!((usage.limit, usage.in_use), (Some(1), 1));
+    assert!(busy(ctx.manager.semaphore(&name, 1).try_acquire().await));
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+}
+
+/// The backend's hand-over (Redis: in the release's script): the holder's ids leave the
+/// set, the successor's enter it with the successor's lease, the count does not move; a
+/// re-sent hand-over answers `HandedOver` again and changes nothing; a releaser that no
+/// longer holds hands nothing over. The memory backend does not hand over: it frees.
+async fn the_backend_hands_permits_over_once(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("sem-hand-over");
+    let key = ctx.manager.key(&name).unwrap();
+    let kind = LockKind::Semaphore(Permits::new(2, 1).unwrap());
+    let store = ctx.backend().await;
+    let (holder, successor) = (OwnerId::from_raw("holder:1"), OwnerId::from_raw("next:1"));
+    let acquire = |owner: &OwnerId| AcquireArgs {
+        key: key.clone(),
+        kind,
+        owner: owner.clone(),
+        lease: Duration::from_secs(30),
+        expected: 0,
+        waits: false,
+        unless_recorded: false,
+    };
+    assert_eq!(
+        store.acquire(acquire(&holder)).await.unwrap(),
+        Attempt::Acquired
+    );
+    let release = |owner: &OwnerId, to: &OwnerId| ReleaseArgs {
+        key: key.clone(),
+        kind,
+        owner: owner.clone(),
+        lease: Duration::from_secs(30),
+        expected: 1,
+        successor: Some(Successor {
+            owner: to.clone(),
+            lease: Duration::from_secs(60),
+        }),
+        announce_run: None,
+        record: None,
+    };
+    let handed = store
+        .release(release(&holder, &successor))
+        .await
+        .unwrap()
+        .released;
+    if ctx.redis.is_none() {
+        assert_eq!(handed, Released::Unlocked, "the memory backend frees");
+        return;
+    }
+    assert_eq!(handed, Released::HandedOver);
+    let again = store
+        .release(release(&holder, &successor))
+        .await
+        .unwrap()
+        .released;
+    assert_eq!(
+        again,
+        Released::HandedOver,
+        "a re-sent hand-over is answered again"
+    );
+    let usage = ctx.manager.semaphore_usage(&name).await.unwrap();
+    assert_eq!((usage.limit, usage.in_use), (Some(2), 1));
+    let redis = ctx.redis.as_ref().unwrap();
+    let available: i64 = redis.get(&name).await.unwrap();
+    assert_eq!(available, 1, "the count did not move");
+    let scores: Vec<(fred::bytes::Bytes, f64)> = redis
+        .zrange(deadlines_key(&name), 0, -1, None, false, None, true)
+        .await
+        .unwrap();
+    assert_eq!(scores.len(), 1, "only the successor's permit");
+    // A stranger's hand-over gives nothing.
+    let stranger = OwnerId::from_raw("stranger:1");
+    let nothing = store
+        .release(release(&stranger, &holder))
+        .await
+        .unwrap()
+        .released;
+    assert_eq!(nothing, Released::NotHeld);
+    let usage = ctx.manager.semaphore_usage(&name).await.unwrap();
+    assert_eq!(usage.in_use, 1);
+    // The successor holds it as its own: its release gives it back.
+    let mut last = release(&successor, &successor);
+    last.successor = None;
+    assert_eq!(
+        store.release(last).await.unwrap().released,
+        Released::Unlocked
+    );
+    assert_eq!(ctx.manager.semaphore_usage(&name).await.unwrap().in_use, 0);
+}
+
+backend_suite!(
+    [Memory, Redis, Cluster]
+    a_release_wakes_a_waiter_of_another_manager,
+    leases_are_renewed_and_dead_holders_permits_come_back,
+    a_holder_whose_permit_is_taken_away_is_told,
+    cancelled_acquisitions_leave_no_permit,
+    a_release_lets_the_next_local_waiter_in,
+    the_backend_hands_permits_over_once,
+);
