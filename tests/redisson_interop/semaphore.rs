@@ -35,11 +35,15 @@ async fn java_acquire(sides: &crate::Sides, name: &str, permits: u32, wait: Dura
 }
 
 async fn both_sides_share_one_limit(target: Target) {
-    let sides = target.sides().await;
+    one_limit_on(&target.sides().await).await;
+}
+
+/// [`both_sides_share_one_limit`] on `sides` (also through Sentinel).
+pub(crate) async fn one_limit_on(sides: &crate::Sides) {
     let name = support::unique("interop-sem-limit");
     let set = sides.java.call(&format!("sem_set {name} 3")).await.unwrap();
     assert_eq!(set, "true");
-    let java = ids(&java_acquire(&sides, &name, 2, Duration::ZERO).await);
+    let java = ids(&java_acquire(sides, &name, 2, Duration::ZERO).await);
     // Redisson's two permits count against ours: one is left.
     let ours = sides.locks.semaphore(&name, 3).try_acquire().await.unwrap();
     let busy = sides
@@ -50,7 +54,7 @@ async fn both_sides_share_one_limit(target: Target) {
         .unwrap_err();
     assert!(matches!(busy, LockError::TimedOut { .. }), "{busy}");
     // Ours counts against Redisson's.
-    assert_eq!(java_acquire(&sides, &name, 1, Duration::ZERO).await, "busy");
+    assert_eq!(java_acquire(sides, &name, 1, Duration::ZERO).await, "busy");
     let acquired: u32 = sides
         .java
         .call(&format!("sem_acquired {name}"))
@@ -67,7 +71,7 @@ async fn both_sides_share_one_limit(target: Target) {
     // Redisson's ids are the 16-byte members ours are stored as, and ours read as its.
     assert_eq!(ours.permit_ids()[0].len(), 32);
     assert_eq!(ours.release().await.unwrap(), Released::Unlocked);
-    let again = ids(&java_acquire(&sides, &name, 1, Duration::ZERO).await);
+    let again = ids(&java_acquire(sides, &name, 1, Duration::ZERO).await);
     let released = sides
         .java
         .call(&format!("sem_release {name} {java},{again}"))
@@ -83,7 +87,11 @@ async fn both_sides_share_one_limit(target: Target) {
 }
 
 async fn each_sides_release_wakes_the_others_waiter(target: Target) {
-    let sides = target.sides().await;
+    wakes_both_ways_on(&target.sides().await).await;
+}
+
+/// [`each_sides_release_wakes_the_others_waiter`] on `sides` (also through Sentinel).
+pub(crate) async fn wakes_both_ways_on(sides: &crate::Sides) {
     let name = support::unique("interop-sem-wake");
     let channel = channel(&name);
     // Redisson holds the only permit; ours waits and is woken by its release.
@@ -91,7 +99,7 @@ async fn each_sides_release_wakes_the_others_waiter(target: Target) {
         sides.java.call(&format!("sem_set {name} 1")).await.unwrap(),
         "true"
     );
-    let java = ids(&java_acquire(&sides, &name, 1, Duration::ZERO).await);
+    let java = ids(&java_acquire(sides, &name, 1, Duration::ZERO).await);
     let before = crate::no_subscriber(&sides.admin, &channel).await;
     let waiter = {
         let (locks, name) = (sides.locks.clone(), name.clone());

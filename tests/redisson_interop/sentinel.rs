@@ -1,10 +1,11 @@
 //! Through Sentinel: both sides find the master by asking the sentinel, then exclude and wake
-//! each other there.
+//! each other there (a lock, and a semaphore's permits).
 
 use tower_lock::LockManager;
 
 use crate::support::redisson_java::Deployment;
 use crate::support::{self, RedisServer};
+use crate::semaphore::{one_limit_on, wakes_both_ways_on};
 use crate::wake_ups::{redisson_release_wakes_tower_lock, tower_lock_release_wakes_redisson};
 use crate::Sides;
 
@@ -26,4 +27,7 @@ async fn through_sentinel() {
     sides.exclude_each_other(&name).await;
     tower_lock_release_wakes_redisson(&sides, &name).await;
     redisson_release_wakes_tower_lock(&sides, &name).await;
+    // A semaphore: one limit, and each side's release wakes the other's waiter.
+    one_limit_on(&sides).await;
+    wakes_both_ways_on(&sides).await;
 }
