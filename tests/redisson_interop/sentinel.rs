@@ -3,9 +3,9 @@
 
 use tower_lock::LockManager;
 
+use crate::semaphore::{one_limit_on, wakes_both_ways_on};
 use crate::support::redisson_java::Deployment;
 use crate::support::{self, RedisServer};
-use crate::semaphore::{one_limit_on, wakes_both_ways_on};
 use crate::wake_ups::{redisson_release_wakes_tower_lock, tower_lock_release_wakes_redisson};
 use crate::Sides;
 
