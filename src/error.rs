@@ -36,6 +36,14 @@ pub enum LockError {
         /// What is wrong.
         reason: String,
     },
+    /// A force-unlock found data under the name that is no lock of tower-lock's or
+    /// Redisson's, and left it alone.
+    NotALock {
+        /// The name's key.
+        key: LockKey,
+        /// What the key holds (a Redis type: `list`, `set`, a `hash` of other fields…).
+        holds: String,
+    },
     /// A reentrant acquisition was asked of a guard whose lock is no longer held.
     Lost {
         /// The lock that was lost.
@@ -83,6 +91,10 @@ impl fmt::Display for LockError {
             LockError::Unavailable(err) => write!(f, "lock backend unavailable: {err}"),
             LockError::InvalidName { reason } => write!(f, "invalid lock name: {reason}"),
             LockError::InvalidPermits { reason } => write!(f, "invalid permits: {reason}"),
+            LockError::NotALock { key, holds } => write!(
+                f,
+                "`{key}` holds a {holds} that is no lock of tower-lock's or Redisson's; it was left alone"
+            ),
             LockError::Lost { key } => write!(f, "lock `{key}` is no longer held by this owner"),
             LockError::Recorded { key, record } => write!(
                 f,

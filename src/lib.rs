@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admin;
 pub mod backend;
 mod engine;
 mod error;

@@ -17,6 +17,7 @@ use crate::kind::LockKind;
 
 mod fair;
 mod fenced;
+pub(crate) mod inspect;
 mod memory;
 mod notices;
 mod plain;
@@ -29,6 +30,10 @@ mod semaphore;
 
 pub use crate::error::BackendError;
 pub use fair::{FairArgs, FairAttempt};
+pub use inspect::{
+    ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, NameList, QueuedWaiter,
+    LISTED_MAX,
+};
 pub use memory::MemoryBackend;
 pub use notices::Notices;
 #[cfg(feature = "redis")]
@@ -317,6 +322,44 @@ pub trait Backend: Send + Sync + 'static {
         let _ = key;
         let error = BackendError::new(format!(
             "the {} lock backend has no semaphores",
+            self.name()
+        ));
+        Box::pin(std::future::ready(Err(error)))
+    }
+
+    /// What `key` holds now (its kind, holders, fair queue, token, permits), read in one
+    /// step and changing nothing. Default: an error (the backend cannot be inspected).
+    fn inspect(&self, key: LockKey) -> BoxFuture<Result<LockInfo, BackendError>> {
+        let _ = key;
+        let error = BackendError::new(format!(
+            "the {} lock backend cannot be inspected",
+            self.name()
+        ));
+        Box::pin(std::future::ready(Err(error)))
+    }
+
+    /// Frees `key` whatever holds it and wakes its waiters (in Redis with the kind's own
+    /// message, so Redisson's wake too); the holders learn it at their next renewal. A key
+    /// holding data that is no lock is left alone (an error says so). Default: an error.
+    fn force_unlock(&self, key: LockKey) -> BoxFuture<Result<ForceUnlocked, BackendError>> {
+        let _ = key;
+        let error = BackendError::new(format!(
+            "the {} lock backend cannot force-unlock",
+            self.name()
+        ));
+        Box::pin(std::future::ready(Err(error)))
+    }
+
+    /// Keys matching `pattern` (Redis's glob syntax, applied to whole keys), at most
+    /// `limit + 1` (one more tells the caller that there are more). Default: an error.
+    fn list_names(
+        &self,
+        pattern: String,
+        limit: usize,
+    ) -> BoxFuture<Result<Vec<LockKey>, BackendError>> {
+        let _ = (pattern, limit);
+        let error = BackendError::new(format!(
+            "the {} lock backend cannot list names",
             self.name()
         ));
         Box::pin(std::future::ready(Err(error)))

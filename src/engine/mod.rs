@@ -15,6 +15,7 @@ mod loss;
 mod manager;
 mod multi;
 mod multi_guard;
+mod operator;
 mod outage;
 mod reentry;
 mod release;
@@ -37,6 +38,7 @@ pub use guard::LockGuard;
 pub use loss::LossSignal;
 pub use manager::{LockManager, ManagerStats};
 pub use multi_guard::MultiLockGuard;
+pub use operator::MAX_LISTED_NAMES;
 pub use request::{LockRequest, ManyNames, MultiLockRequest, OneName};
 pub use settings::{
     DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,

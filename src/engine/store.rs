@@ -9,8 +9,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, LeaveArgs,
-    MemoryBackend, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
+    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, ForceUnlocked,
+    LeaveArgs, LockInfo, MemoryBackend, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::BackendError;
 use crate::key::LockKey;
@@ -112,6 +112,25 @@ impl Store {
         key: LockKey,
     ) -> BoxFuture<Result<PermitUsage, BackendError>> {
         self.backend().semaphore_usage(key)
+    }
+
+    pub(crate) fn inspect(&self, key: LockKey) -> BoxFuture<Result<LockInfo, BackendError>> {
+        self.backend().inspect(key)
+    }
+
+    pub(crate) fn force_unlock(
+        &self,
+        key: LockKey,
+    ) -> BoxFuture<Result<ForceUnlocked, BackendError>> {
+        self.backend().force_unlock(key)
+    }
+
+    pub(crate) fn list_names(
+        &self,
+        pattern: String,
+        limit: usize,
+    ) -> BoxFuture<Result<Vec<LockKey>, BackendError>> {
+        self.backend().list_names(pattern, limit)
     }
 
     pub(crate) fn listen(&self, notices: Notices) {

@@ -283,6 +283,11 @@ impl LockRejection {
                 },
             },
             LockError::InvalidPermits { reason } => LockRejection::InvalidPermits { reason },
+            // A force-unlock's answer, never an acquisition's.
+            error @ LockError::NotALock { .. } => LockRejection::Unavailable {
+                error: crate::error::BackendError::new(error.to_string()),
+                retry_after: UNAVAILABLE_RETRY_AFTER,
+            },
             LockError::Unavailable(error) => {
                 throttled!(warn, %error, "tower-lock: lock backend unavailable; answering 503");
                 LockRejection::Unavailable {

@@ -127,6 +127,8 @@ pub(crate) fn acquired(
         Err(LockError::Unavailable(_)) => AcquireOutcome::Unavailable,
         Err(LockError::InvalidName { .. }) => AcquireOutcome::InvalidName,
         Err(LockError::InvalidPermits { .. }) => AcquireOutcome::InvalidPermits,
+        // Not an acquisition's answer.
+        Err(LockError::NotALock { .. }) => AcquireOutcome::Unavailable,
         Err(LockError::Lost { .. }) => AcquireOutcome::Lost,
         Err(LockError::KindMismatch { .. }) => AcquireOutcome::KindMismatch,
         Err(LockError::Recorded { .. }) => AcquireOutcome::Recorded,

@@ -11,6 +11,7 @@ mod fenced;
 mod holds;
 mod leases;
 mod multi;
+mod operator;
 mod read_write;
 mod records;
 mod semaphore;

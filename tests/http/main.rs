@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admin;
 mod extractors;
 mod fair;
 mod fenced;

@@ -23,6 +23,27 @@ impl FairQueue {
     pub(in crate::backend) fn len(&self) -> usize {
         self.0.len()
     }
+
+    /// The owner at the head of the queue.
+    pub(in crate::backend) fn head(&self) -> Option<OwnerId> {
+        self.0.front().map(|place| place.owner.clone())
+    }
+
+    /// The first `max` places as an inspection shows them.
+    pub(in crate::backend) fn inspected(
+        &self,
+        now: Instant,
+        max: usize,
+    ) -> Vec<crate::backend::inspect::QueuedWaiter> {
+        self.0
+            .iter()
+            .take(max)
+            .map(|place| crate::backend::inspect::QueuedWaiter {
+                owner: place.owner.as_str().to_owned(),
+                place_lasts: Some(place.deadline.saturating_duration_since(now)),
+            })
+            .collect()
+    }
 }
 
 /// A waiter's place in a fair queue.

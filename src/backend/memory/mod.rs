@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::fair::memory::{self as fair, NextTurn};
 use super::fenced::memory as fenced;
+use super::inspect::{self, ForceUnlocked, LockInfo};
 use super::plain::memory as plain;
 use super::read_write::memory as read_write;
 use super::semaphore::memory as semaphore;
@@ -285,6 +286,45 @@ impl Backend for MemoryBackend {
             self.tell_unlocked(&key, false);
         }
         ready(Ok(()))
+    }
+
+    fn inspect(&self, key: LockKey) -> BoxFuture<Result<LockInfo, BackendError>> {
+        ready(Ok(self.with_locks(&key, |locks, now| {
+            inspect::memory::inspect(locks, &key, now)
+        })))
+    }
+
+    fn force_unlock(&self, key: LockKey) -> BoxFuture<Result<ForceUnlocked, BackendError>> {
+        let freed = self.with_locks(&key, |locks, now| {
+            inspect::memory::force_unlock(locks, &key, now)
+        });
+        if freed.kind.is_some() {
+            // Waiters of every manager look at once (the holders' next renewal fails).
+            self.tell_unlocked(&key, true);
+            let turn = self.with_locks(&key, |locks, _| {
+                locks
+                    .fair
+                    .get(&key)
+                    .and_then(|queue| queue.head())
+                    .map(|owner| (key.clone(), owner))
+            });
+            self.tell_turn(turn);
+        }
+        ready(Ok(freed))
+    }
+
+    fn list_names(
+        &self,
+        pattern: String,
+        limit: usize,
+    ) -> BoxFuture<Result<Vec<LockKey>, BackendError>> {
+        let mut found = Vec::new();
+        for shard in self.shards.iter() {
+            let locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+            inspect::memory::list(&locks, &pattern, limit, &mut found);
+        }
+        found.truncate(limit + 1);
+        ready(Ok(found))
     }
 
     fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {

@@ -32,6 +32,28 @@ struct ReadHolder {
 }
 
 impl SharedHold {
+    /// Its holders as an inspection shows them (the writer first).
+    pub(in crate::backend) fn inspected(
+        &self,
+        now: Instant,
+    ) -> Vec<crate::backend::inspect::HolderInfo> {
+        use crate::backend::inspect::{HolderInfo, HolderSide};
+        let left = |expires: Instant| Some(expires.saturating_duration_since(now));
+        let writer = self.writer.iter().map(|(owner, count)| HolderInfo {
+            owner: owner.as_str().to_owned(),
+            side: HolderSide::Write,
+            holds: *count,
+            lease: left(self.expires),
+        });
+        let readers = self.readers.iter().map(|reader| HolderInfo {
+            owner: reader.owner.as_str().to_owned(),
+            side: HolderSide::Read,
+            holds: reader.count,
+            lease: left(reader.expires),
+        });
+        writer.chain(readers).collect()
+    }
+
     /// Drops read holds whose lease ran out; `false` when the lock is over (its lease ran
     /// out, or nobody holds it any more).
     pub(in crate::backend) fn keep_live(&mut self, now: Instant) -> bool {

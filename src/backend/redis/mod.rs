@@ -37,7 +37,7 @@ mod replicas;
 pub(in crate::backend) mod scripts;
 pub(in crate::backend) mod subscriptions;
 
-use super::{fair, fenced, plain, read_write, semaphore};
+use super::{fair, fenced, inspect, plain, read_write, semaphore};
 use commands::Commands;
 use connect::{build, servers};
 use echoes::Echoes;
@@ -80,6 +80,10 @@ pub(in crate::backend) struct BackendInner {
     pub(in crate::backend) fenced: Script,
     /// The semaphore's operations (one per call).
     pub(in crate::backend) semaphore: Script,
+    /// An inspection of one name (read only).
+    pub(in crate::backend) inspect: Script,
+    /// A force-unlock of one name.
+    pub(in crate::backend) force_unlock: Script,
     /// Locks with a record: acquisition unless recorded, release and record.
     pub(in crate::backend) record: Script,
     pub(in crate::backend) batcher: Batcher,
@@ -215,6 +219,8 @@ impl RedisBackend {
                 fair: Script::from_lua(fair::redis::script(sharded)),
                 fenced: Script::from_lua(fenced::redis::script(sharded)),
                 semaphore: Script::from_lua(semaphore::redis::script(sharded)),
+                inspect: Script::from_lua(inspect::redis::inspect_script()),
+                force_unlock: Script::from_lua(inspect::redis::force_unlock_script(sharded)),
                 record: Script::from_lua(plain::record_script(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),

@@ -6,8 +6,8 @@ use fred::prelude::*;
 
 use super::{names, subscriptions, RedisBackend};
 use crate::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, LeaveArgs,
-    Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
+    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, ForceUnlocked,
+    LeaveArgs, LockInfo, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::BackendError;
 use crate::key::LockKey;
@@ -71,6 +71,22 @@ impl Backend for RedisBackend {
 
     fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
         self.semaphore_read_usage(key)
+    }
+
+    fn inspect(&self, key: LockKey) -> BoxFuture<Result<LockInfo, BackendError>> {
+        self.inspect_name(key)
+    }
+
+    fn force_unlock(&self, key: LockKey) -> BoxFuture<Result<ForceUnlocked, BackendError>> {
+        self.force_unlock_name(key)
+    }
+
+    fn list_names(
+        &self,
+        pattern: String,
+        limit: usize,
+    ) -> BoxFuture<Result<Vec<LockKey>, BackendError>> {
+        self.scan_names(pattern, limit)
     }
 
     fn listen(&self, notices: Notices) {

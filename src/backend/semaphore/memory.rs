@@ -32,6 +32,39 @@ impl Semaphore {
         self.holders.len()
     }
 
+    /// Its limit and live permits as an inspection shows them (one entry per permit, by
+    /// its id, as on Redis).
+    pub(in crate::backend) fn inspected(
+        &mut self,
+        now: Instant,
+    ) -> (PermitUsage, Vec<crate::backend::inspect::HolderInfo>) {
+        use crate::backend::inspect::{HolderInfo, HolderSide};
+        let in_use = self.in_use(now);
+        let permits = self
+            .holders
+            .iter()
+            .flat_map(|(owner, (count, expires))| {
+                let lease = Some(expires.saturating_duration_since(now));
+                super::permit_ids_hex(owner, *count)
+                    .into_iter()
+                    .map(move |id| HolderInfo {
+                        owner: id,
+                        side: HolderSide::Permit,
+                        holds: 1,
+                        lease,
+                    })
+            })
+            .collect();
+        (PermitUsage::new(Some(self.limit), in_use), permits)
+    }
+
+    /// Takes every permit back (a force-unlock); how many there were.
+    pub(in crate::backend) fn free_all(&mut self, now: Instant) -> u32 {
+        let in_use = self.in_use(now);
+        self.holders.clear();
+        in_use
+    }
+
     fn live(&mut self, owner: &OwnerId, now: Instant) -> Option<&mut (u32, Instant)> {
         self.holders
             .get_mut(owner)

@@ -1,0 +1,212 @@
+//! What an operator asks of a manager: what a name holds now, which names exist, and
+//! freeing a name whatever holds it (see `docs/operations.md`).
+
+use super::manager::LockManager;
+use crate::backend::{ForceUnlocked, LockInfo, NameList};
+use crate::error::LockError;
+use crate::telemetry::TARGET;
+
+/// The most names one listing returns.
+pub const MAX_LISTED_NAMES: usize = 10_000;
+
+/// Key prefixes of the objects that belong to a lock's name (Redisson's and tower-lock's),
+/// which a listing leaves out.
+const DERIVED_PREFIXES: [&str; 4] = [
+    "redisson_lock_queue:",
+    "redisson_lock_timeout:",
+    "redisson_lock_token:",
+    "tower_lock_record:",
+];
+
+impl LockManager {
+    /// What the name holds now, read in one step from the backend (Redis: one script
+    /// call, read only): its kind, each holder (owner id, holds, remaining lease), a fair
+    /// lock's queue, the last fencing token, a semaphore's permits. Works for locks that
+    /// Redisson clients hold too.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use tower_lock::admin::InspectedKind;
+    ///
+    /// let locks = tower_lock::LockManager::memory();
+    /// let guard = locks.lock("order:42").acquire().await.unwrap();
+    /// let info = locks.inspect("order:42").await.unwrap();
+    /// assert_eq!(info.kind, Some(InspectedKind::Lock));
+    /// assert_eq!(info.holders[0].owner, guard.owner().as_str());
+    /// assert_eq!(info.holders[0].holds, 1);
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::Unavailable`].
+    pub async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
+        let key = self.key(name)?;
+        Ok(self.inner.store().inspect(key).await?)
+    }
+
+    /// Frees the name whatever holds it: a lock's holders (every owner, every hold), a
+    /// read-write lock's readers and writer, a semaphore's permits (its limit stays). Its
+    /// waiters are woken with the kind's own message (Redis: Redisson's waiters too); the
+    /// holders learn it through their loss signal at their next renewal, and their release
+    /// then reports `NotHeld`. Logged as a warning naming `asked_by`. A name holding data
+    /// that is no lock of tower-lock's or Redisson's is left alone
+    /// ([`LockError::NotALock`] says what it holds).
+    ///
+    /// Only for a holder that is truly gone or stuck: the work it did under the lock may
+    /// still be running (see `docs/operations.md`).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`], [`LockError::NotALock`], [`LockError::Unavailable`].
+    pub async fn force_unlock(
+        &self,
+        name: &str,
+        asked_by: &str,
+    ) -> Result<ForceUnlocked, LockError> {
+        let key = self.key(name)?;
+        let freed = self.inner.store().force_unlock(key.clone()).await?;
+        if let Some(holds) = freed.left_alone {
+            tracing::warn!(
+                target: TARGET,
+                key = %key,
+                asked_by,
+                holds,
+                "tower-lock: force-unlock refused: the name holds data that is no lock"
+            );
+            return Err(LockError::NotALock { key, holds });
+        }
+        tracing::warn!(
+            target: TARGET,
+            key = %key,
+            asked_by,
+            kind = freed.kind.map_or("none", |kind| kind.name()),
+            freed = freed.freed,
+            "tower-lock: force-unlocked"
+        );
+        Ok(freed)
+    }
+
+    /// The names under this manager's prefix that match `pattern` (Redis's glob syntax:
+    /// `*`, `?`, `[a-z]`, `\` before a literal), at most `limit` (at most
+    /// [`MAX_LISTED_NAMES`]); on Redis a SCAN of every master, so it reads the keyspace in
+    /// pages and never blocks the server. The objects that belong to a name (a fair
+    /// queue, a token counter, a semaphore's permits) are left out.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidName`] for an empty pattern, one over the name length limit,
+    /// one with control characters or an unclosed `[`, or a limit of 0 or over
+    /// [`MAX_LISTED_NAMES`]; [`LockError::Unavailable`].
+    pub async fn list_names(&self, pattern: &str, limit: usize) -> Result<NameList, LockError> {
+        let invalid = |reason: String| LockError::InvalidName { reason };
+        let settings = self.inner.settings();
+        check_pattern(pattern, settings.max_name_len).map_err(invalid)?;
+        if limit == 0 || limit > MAX_LISTED_NAMES {
+            return Err(invalid(format!(
+                "a listing returns 1 to {MAX_LISTED_NAMES} names, not {limit}"
+            )));
+        }
+        let prefix = settings.key_prefix.clone();
+        let full = format!("{}{pattern}", escape_glob(&prefix));
+        let keys = self.inner.store().list_names(full, limit).await?;
+        let mut names: Vec<String> = keys
+            .iter()
+            .filter_map(|key| key.as_str().strip_prefix(prefix.as_str()))
+            .filter(|name| is_lock_name(name))
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names.dedup();
+        let truncated = names.len() > limit || keys.len() > limit;
+        names.truncate(limit);
+        Ok(NameList { names, truncated })
+    }
+}
+
+/// Why `pattern` cannot be a listing's pattern, if it cannot.
+fn check_pattern(pattern: &str, max_len: usize) -> Result<(), String> {
+    if pattern.is_empty() {
+        return Err("the pattern is empty (`*` lists every name)".to_owned());
+    }
+    if pattern.len() > max_len {
+        return Err(format!(
+            "the pattern is {} bytes long, over the limit of {max_len}",
+            pattern.len()
+        ));
+    }
+    if pattern.chars().any(char::is_control) {
+        return Err("the pattern contains control characters".to_owned());
+    }
+    let mut escaped = false;
+    let mut open = false;
+    for c in pattern.chars() {
+        match (escaped, c) {
+            (true, _) => escaped = false,
+            (false, '\\') => escaped = true,
+            (false, '[') if !open => open = true,
+            (false, ']') => open = false,
+            _ => {}
+        }
+    }
+    if open {
+        return Err("the pattern has a `[` without its `]`".to_owned());
+    }
+    Ok(())
+}
+
+/// `text` with the glob's special characters escaped, to match itself.
+fn escape_glob(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether a key (its prefix taken off) names a lock rather than an object that belongs
+/// to one.
+fn is_lock_name(name: &str) -> bool {
+    if DERIVED_PREFIXES
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+    {
+        return false;
+    }
+    let belongs = name.starts_with('{')
+        && (name.ends_with(":timeout")
+            || name.contains(":rwlock_timeout:")
+            || name.ends_with(":tower_lock:waiting_writers"));
+    !belongs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_are_checked_and_prefixes_escaped() {
+        assert!(check_pattern("order:*", 64).is_ok());
+        assert!(check_pattern("order:[0-9]*", 64).is_ok());
+        assert!(check_pattern("a\\[b", 64).is_ok());
+        for (bad, says) in [
+            ("", "empty"),
+            ("order:[0-9", "without its"),
+            ("a\nb", "control"),
+            (&"x".repeat(65), "over the limit"),
+        ] {
+            let error = check_pattern(bad, 64).unwrap_err();
+            assert!(error.contains(says), "{bad:?}: {error}");
+        }
+        assert_eq!(escape_glob("app*[1]:"), "app\\*\\[1\\]:");
+        assert!(is_lock_name("order:42"));
+        for derived in [
+            "redisson_lock_queue:{order:42}",
+            "{order:42}:timeout",
+            "{order:42}:abc:1:rwlock_timeout:1",
+            "tower_lock_record:{job}",
+        ] {
+            assert!(!is_lock_name(derived), "{derived}");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! What operators see and do, through the manager: an inspection of every kind (holders,
+//! holds, leases, a fair queue, a token, a semaphore's permits), a force-unlock that wakes
+//! a waiter and fires the holder's loss signal, listings by pattern (bounded), bad
+//! patterns refused.
+
+use std::time::Duration;
+
+use tower_lock::admin::{HolderSide, InspectedKind};
+use tower_lock::lock::Released;
+use tower_lock::LockError;
+
+use crate::ctx::{queued_waiter, Ctx};
+use crate::support;
+use crate::support::suite::{backend_suite, BackendUnderTest};
+
+async fn every_kind_is_inspected(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let locks = &ctx.manager;
+    let name = support::unique("inspect");
+    let free = locks.inspect(&name).await.unwrap();
+    assert_eq!((free.kind, free.holders.len()), (None, 0));
+
+    // The plain lock, entered twice: one holder with two holds and a lease.
+    let guard = locks.lock(&name).acquire().await.unwrap();
+    let again = guard.reenter().await.unwrap();
+    let info = locks.inspect(&name).await.unwrap();
+    assert_eq!(info.kind, Some(InspectedKind::Lock));
+    let holder = &info.holders[0];
+    assert_eq!(
+        (holder.owner.as_str(), holder.side, holder.holds),
+        (guard.owner().as_str(), HolderSide::Exclusive, 2)
+    );
+    assert_eq!(holder.process(), Some(locks.id()));
+    let lease = holder.lease.expect("a lease");
+    assert!(
+        lease <= locks.default_lease() && lease > Duration::ZERO,
+        "{lease:?}"
+    );
+    let _ = again.release().await.unwrap();
+    let _ = guard.release().await.unwrap();
+
+    // A fenced lock: the token.
+    let fenced = locks.fenced_lock(&name).acquire().await.unwrap();
+    let info = locks.inspect(&name).await.unwrap();
+    assert_eq!(info.fencing_token, fenced.fencing_token());
+    let _ = fenced.release().await.unwrap();
+
+    // A read-write lock: two readers, each with its lease.
+    let rw = support::unique("inspect-rw");
+    let first = locks.read_lock(&rw).acquire().await.unwrap();
+    let second = locks.read_lock(&rw).acquire().await.unwrap();
+    let info = locks.inspect(&rw).await.unwrap();
+    assert_eq!(info.kind, Some(InspectedKind::ReadWrite));
+    let mut readers: Vec<String> = info.holders.iter().map(|h| h.owner.clone()).collect();
+    readers.sort();
+    let mut expected = vec![
+        first.owner().as_str().to_owned(),
+        second.owner().as_str().to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(readers, expected);
+    assert!(info.holders.iter().all(|h| h.side == HolderSide::Read));
+    assert!(info.holders.iter().all(|h| h.lease.is_some()));
+    let _ = first.release().await.unwrap();
+    let _ = second.release().await.unwrap();
+
+    // A fair lock with a waiter queued behind its holder.
+    let fair = support::unique("inspect-fair");
+    let holder = locks.fair_lock(&fair).acquire().await.unwrap();
+    let waiter = {
+        let (locks, fair) = (locks.clone(), fair.clone());
+        tokio::spawn(async move {
+            locks
+                .fair_lock(&fair)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+        })
+    };
+    let info = support::eventually("the fair waiter is queued", || async {
+        let info = locks.inspect(&fair).await.unwrap();
+        (info.queued == 1).then_some(info)
+    })
+    .await;
+    assert_eq!(info.queue.len(), 1);
+    assert!(info.queue[0].place_lasts.is_some());
+    assert_eq!(info.holders[0].owner, holder.owner().as_str());
+    let _ = holder.release().await.unwrap();
+    let _ = waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    // A semaphore: its limit, permits in use, one holder per permit.
+    let sem = support::unique("inspect-sem");
+    let permits = locks.semaphore(&sem, 5).permits(2).acquire().await.unwrap();
+    let info = locks.inspect(&sem).await.unwrap();
+    assert_eq!(info.kind, Some(InspectedKind::Semaphore));
+    let usage = info.permits.expect("a semaphore's permits");
+    assert_eq!((usage.limit, usage.in_use), (Some(5), 2));
+    let mut ids: Vec<String> = info.holders.iter().map(|h| h.owner.clone()).collect();
+    ids.sort();
+    let mut mine = permits.permit_ids();
+    mine.sort();
+    assert_eq!(ids, mine);
+    assert!(info.holders.iter().all(|h| h.side == HolderSide::Permit));
+    let _ = permits.release().await.unwrap();
+}
+
+async fn force_unlock_wakes_the_waiter_and_tells_the_holder(backend: BackendUnderTest) {
+    // Holders renew every second, so each one's lease has at least 2 s left: a waiter whose
+    // wait is 1.5 s gets the name only if the force-unlock woke it.
+    let lease = Duration::from_secs(3);
+    let wait = Duration::from_millis(1500);
+    let ctx = Ctx::with(backend, |builder| builder.lease(lease)).await;
+    // The waiters' manager (another process, for Redis).
+    let other = ctx.manager_sharing_the_backend().await;
+    for kind in ["lock", "write", "semaphore"] {
+        let name = support::unique(&format!("force-{kind}"));
+        let holder = match kind {
+            "lock" => ctx.manager.lock(&name).acquire().await.unwrap(),
+            "write" => ctx.manager.write_lock(&name).acquire().await.unwrap(),
+            _ => ctx.manager.semaphore(&name, 1).acquire().await.unwrap(),
+        };
+        let waiter = match kind {
+            "lock" => queued_waiter(&other, &name, wait).await,
+            _ => {
+                let (locks, task_name) = (other.clone(), name.clone());
+                let task = tokio::spawn(async move {
+                    let request = match kind {
+                        "write" => locks.write_lock(&task_name),
+                        _ => locks.semaphore(&task_name, 1),
+                    };
+                    request.wait(wait).acquire().await
+                });
+                while other.waiting(&name) == 0 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                task
+            }
+        };
+        let freed = ctx.manager.force_unlock(&name, "the test").await.unwrap();
+        assert_eq!(freed.freed, 1, "{kind}");
+        let next = waiter.await.unwrap().expect("woken by the force-unlock");
+        // Its holder is told at its next renewal.
+        holder.lost().await;
+        assert_eq!(holder.release().await.unwrap(), Released::NotHeld, "{kind}");
+        assert_ne!(next.release().await.unwrap(), Released::NotHeld, "{kind}");
+    }
+    // Nothing there: nothing done.
+    let nothing = ctx
+        .manager
+        .force_unlock(&support::unique("force-none"), "the test")
+        .await
+        .unwrap();
+    assert_eq!((nothing.kind, nothing.freed), (None, 0));
+}
+
+async fn names_are_listed_by_pattern_and_bounded(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let prefix = support::unique("list");
+    let mut guards = Vec::new();
+    for i in 0..30 {
+        guards.push(
+            ctx.manager
+                .lock(format!("{prefix}:order:{i}"))
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    guards.push(
+        ctx.manager
+            .semaphore(format!("{prefix}:sem"), 3)
+            .acquire()
+            .await
+            .unwrap(),
+    );
+    let all = ctx
+        .manager
+        .list_names(&format!("{prefix}:*"), 100)
+        .await
+        .unwrap();
+    assert_eq!(all.names.len(), 31, "{:?}", all.names);
+    assert!(!all.truncated);
+    assert!(
+        all.names.contains(&format!("{prefix}:sem")),
+        "the semaphore, not its permits' set"
+    );
+    let some = ctx
+        .manager
+        .list_names(&format!("{prefix}:order:1*"), 5)
+        .await
+        .unwrap();
+    assert_eq!(some.names.len(), 5);
+    assert!(some.truncated, "11 names match, 5 were asked for");
+    assert!(some
+        .names
+        .iter()
+        .all(|name| name.starts_with(&format!("{prefix}:order:1"))));
+    for (pattern, limit, says) in [
+        ("", 10, "empty"),
+        ("a[b", 10, "without its"),
+        ("x*", 0, "1 to"),
+    ] {
+        match ctx.manager.list_names(pattern, limit).await {
+            Err(LockError::InvalidName { reason }) => assert!(reason.contains(says), "{reason}"),
+            other => panic!("{pattern:?} {limit}: {other:?}"),
+        }
+    }
+    for guard in guards {
+        let _ = guard.release().await.unwrap();
+    }
+}
+
+backend_suite!(
+    [Memory, Redis, Cluster]
+    every_kind_is_inspected,
+    force_unlock_wakes_the_waiter_and_tells_the_holder,
+    names_are_listed_by_pattern_and_bounded,
+);

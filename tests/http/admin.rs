@@ -1,0 +1,110 @@
+//! The admin router over real HTTP: JSON shapes of a listing, an inspection and a
+//! force-unlock; 404 for a name with nothing stored, 405 for a GET force-unlock, 400 for a
+//! bad pattern, 409 for data that is no lock (left alone).
+
+use axum::{Extension, Router};
+use fred::prelude::ListInterface;
+use serde_json::Value;
+use tower_lock::admin::{self, Operator};
+
+use crate::helpers::manager;
+use crate::support;
+use crate::support::http::{request, serve};
+use crate::support::suite::{backend_suite, BackendUnderTest};
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("JSON ({e}): {body}"))
+}
+
+async fn the_router_lists_inspects_and_frees(backend: BackendUnderTest) {
+    let locks = manager(backend).await;
+    let app = Router::new()
+        .nest("/admin", admin::router(locks.clone()))
+        .layer(Extension(Operator("alice".into())));
+    let addr = serve(app).await;
+    let tag = support::unique("admin").replace(':', "-");
+    let name = format!("{tag}/order:42");
+    let guard = locks.lock(&name).acquire().await.unwrap();
+    let _other = locks
+        .lock(format!("{tag}/order:43"))
+        .acquire()
+        .await
+        .unwrap();
+
+    let reply = request(addr, "GET", &format!("/admin/locks/{name}"), &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let info = json(&reply.body);
+    assert_eq!(info["kind"], "lock");
+    assert_eq!(info["holders"][0]["owner"], guard.owner().as_str());
+    assert_eq!(info["holders"][0]["process"], locks.id());
+    assert_eq!(info["holders"][0]["holds"], 1);
+    assert_eq!(info["holders"][0]["side"], "exclusive");
+    assert!(info["holders"][0]["lease_ms"].as_u64().unwrap() > 0);
+
+    let reply = request(
+        addr,
+        "GET",
+        &format!("/admin/locks?pattern={tag}/order:*&limit=10"),
+        &[],
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let listed = json(&reply.body);
+    assert_eq!(listed["names"].as_array().unwrap().len(), 2, "{listed}");
+    assert_eq!(listed["truncated"], false);
+    let reply = request(
+        addr,
+        "GET",
+        &format!("/admin/locks?pattern={tag}/order:*&limit=1"),
+        &[],
+    )
+    .await;
+    assert_eq!(json(&reply.body)["truncated"], true);
+
+    let reply = request(addr, "GET", "/admin/locks?pattern=a%5Bb", &[]).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(json(&reply.body)["error"]
+        .as_str()
+        .unwrap()
+        .contains("without its"));
+    let reply = request(addr, "GET", "/admin/locks?limit=lots", &[]).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+
+    let reply = request(addr, "GET", &format!("/admin/force-unlock/{name}"), &[]).await;
+    assert_eq!(reply.status, 405, "a GET never frees a lock");
+    assert!(!guard.is_lost());
+    let reply = request(addr, "POST", &format!("/admin/force-unlock/{name}"), &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let freed = json(&reply.body);
+    assert_eq!(
+        (freed["kind"].as_str(), freed["freed"].as_u64()),
+        (Some("lock"), Some(1))
+    );
+    let reply = request(addr, "GET", &format!("/admin/locks/{name}"), &[]).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert!(json(&reply.body)["error"]
+        .as_str()
+        .unwrap()
+        .contains("nothing is stored"));
+    let reply = request(addr, "POST", &format!("/admin/force-unlock/{name}"), &[]).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+
+    if backend != BackendUnderTest::Memory {
+        // Somebody else's data under a name: left alone, and said so.
+        let foreign = format!("{tag}/a-list");
+        let client = support::client(&backend.url().unwrap()).await;
+        let key = locks.key(&foreign).unwrap();
+        let _: i64 = client.rpush(key.as_str(), "x").await.unwrap();
+        let reply = request(addr, "POST", &format!("/admin/force-unlock/{foreign}"), &[]).await;
+        assert_eq!(reply.status, 409, "{}", reply.body);
+        assert!(json(&reply.body)["error"]
+            .as_str()
+            .unwrap()
+            .contains("list"));
+        let kept: i64 = client.llen(key.as_str()).await.unwrap();
+        assert_eq!(kept, 1, "the list is still there");
+    }
+}
+
+backend_suite!([Memory, Redis] the_router_lists_inspects_and_frees);
