@@ -13,6 +13,7 @@ mod fair;
 mod fenced;
 mod holds;
 mod names;
+mod operator;
 mod read_write;
 mod semaphore;
 mod sentinel;
