@@ -10,6 +10,7 @@ mod fair;
 mod fenced;
 mod holds;
 mod leases;
+mod listing;
 mod multi;
 mod operator;
 mod read_write;
