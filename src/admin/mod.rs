@@ -22,7 +22,7 @@ pub use crate::backend::{
     ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, NameList, QueuedWaiter,
     LISTED_MAX,
 };
-pub use crate::engine::MAX_LISTED_NAMES;
+pub use crate::engine::{LocalHold, RequestLabel, MAX_LISTED_NAMES};
 
 #[cfg(feature = "axum")]
 mod router;

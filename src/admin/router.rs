@@ -26,6 +26,7 @@ pub struct Operator(pub String);
 /// |---|---|
 /// | `GET /locks?pattern=order:*&limit=100` | `{"names": [...], "truncated": false}` (pattern `*` and limit 100 by default, at most [`MAX_LISTED_NAMES`](super::MAX_LISTED_NAMES)) |
 /// | `GET /locks/{name}` | the inspection (kind, holders, queue, token, permits); `404` when nothing is stored under the name |
+/// | `GET /process` | this process's view: `{"manager": id, "holds": [{key, kind, owner, held_ms, renewed, lost, request: {method, path, started_unix_ms}}], "waiting": [{key, waiters}]}` |
 /// | `POST /force-unlock/{name}` | `{"kind": "lock", "freed": 1}`; `404` when nothing was there, `409` for data that is no lock; a `GET` is `405` |
 ///
 /// Bad names and patterns are `400`, an unreachable backend `503`; every error is
@@ -50,6 +51,7 @@ pub fn router(manager: LockManager) -> Router {
         .route("/locks", get(list))
         .route("/locks/{*name}", get(inspect))
         .route("/force-unlock/{*name}", post(force_unlock))
+        .route("/process", get(process))
         .with_state(manager)
 }
 
@@ -148,6 +150,40 @@ pub(crate) fn info_json(info: &LockInfo) -> Value {
             "available": usage.available(),
         })),
     })
+}
+
+async fn process(State(manager): State<LockManager>) -> Response {
+    let holds: Vec<Value> = manager
+        .local_holds()
+        .iter()
+        .map(|hold| {
+            json!({
+                "key": hold.key.as_str(),
+                "kind": hold.kind.name(),
+                "owner": hold.owner.as_str(),
+                "held_ms": hold.held_for.as_millis() as u64,
+                "renewed": hold.renewed,
+                "lost": hold.lost,
+                "request": hold.request.as_ref().map(|request| json!({
+                    "method": request.method,
+                    "path": request.path,
+                    "started_unix_ms": request
+                        .started
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |since| since.as_millis() as u64),
+                })),
+            })
+        })
+        .collect();
+    let waiting: Vec<Value> = manager
+        .local_waiters()
+        .iter()
+        .map(|(key, waiters)| json!({ "key": key.as_str(), "waiters": waiters }))
+        .collect();
+    json_response(
+        StatusCode::OK,
+        json!({ "manager": manager.id(), "holds": holds, "waiting": waiting }),
+    )
 }
 
 async fn inspect(State(manager): State<LockManager>, Path(name): Path<String>) -> Response {

@@ -69,6 +69,11 @@ impl HoldView {
 }
 
 impl LockGuard {
+    /// Records the request the hold was taken for (see `LockManager::local_holds`).
+    pub(crate) fn label(&self, label: super::RequestLabel) {
+        self.hold().set_label(label);
+    }
+
     /// A view of the hold, to share with what runs under the lock.
     pub(crate) fn view(&self) -> HoldView {
         HoldView(self.hold().clone())
@@ -90,6 +95,13 @@ impl LockGuard {
 }
 
 impl MultiLockGuard {
+    /// Records the request each part was taken for.
+    pub(crate) fn label(&self, label: super::RequestLabel) {
+        for part in self.parts() {
+            part.label(label.clone());
+        }
+    }
+
     /// Releases every part together, each as [`LockGuard::release_promptly`]: the parts
     /// whose backend cannot be reached go on releasing in the background. Each part's key
     /// and outcome.

@@ -2,7 +2,7 @@
 //! it is (key, kind, owner, lease) and its state (count, loss, renewal gate, claim), each
 //! behind methods.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -45,6 +45,8 @@ pub(crate) struct Hold {
     /// The span open while the lock is held, closed by the last release; `None` when
     /// nobody listens (no lock to take on each release then).
     span: Option<Mutex<Option<Span>>>,
+    /// The request it was taken for (set by the HTTP layer).
+    label: OnceLock<super::registry::RequestLabel>,
 }
 
 /// What a new hold is made of.
@@ -66,7 +68,7 @@ impl Hold {
     pub(super) fn new(new: NewHold) -> Arc<Hold> {
         let margin = new.manager.loss_margin(new.lease);
         let span = telemetry::hold_span(&new.key, new.kind, &new.owner);
-        Arc::new(Hold {
+        let hold = Arc::new(Hold {
             loss: Loss::new(new.acquired_at + new.lease, margin),
             manager: new.manager,
             key: new.key,
@@ -79,7 +81,28 @@ impl Hold {
             claim: Mutex::new(new.claim),
             acquired_at: new.acquired_at,
             span: (!span.is_disabled()).then(|| Mutex::new(Some(span))),
-        })
+            label: OnceLock::new(),
+        });
+        hold.manager.registry().add(&hold);
+        hold
+    }
+
+    /// Records the request it was taken for (the first one recorded stays).
+    pub(crate) fn set_label(&self, label: super::registry::RequestLabel) {
+        let _ = self.label.set(label);
+    }
+
+    /// What an operator sees of it.
+    pub(super) fn local_view(&self) -> super::registry::LocalHold {
+        super::registry::LocalHold {
+            key: self.key.clone(),
+            kind: self.kind,
+            owner: self.owner.clone(),
+            held_for: self.acquired_at.elapsed(),
+            renewed: self.renewed,
+            lost: self.loss.is_lost(),
+            request: self.label.get().cloned(),
+        }
     }
 
     pub(crate) fn manager(&self) -> &Arc<ManagerInner> {
@@ -228,5 +251,11 @@ impl Renewable for Hold {
 impl Counts for Hold {
     fn count(&self) -> &Count {
         &self.count
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.manager.registry().remove(self);
     }
 }

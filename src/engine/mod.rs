@@ -18,6 +18,7 @@ mod multi_guard;
 mod operator;
 mod outage;
 mod reentry;
+mod registry;
 mod release;
 mod renewal;
 mod request;
@@ -39,6 +40,7 @@ pub use loss::LossSignal;
 pub use manager::{LockManager, ManagerStats};
 pub use multi_guard::MultiLockGuard;
 pub use operator::MAX_LISTED_NAMES;
+pub use registry::{LocalHold, RequestLabel};
 pub use request::{LockRequest, ManyNames, MultiLockRequest, OneName};
 pub use settings::{
     DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,

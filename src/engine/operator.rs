@@ -2,8 +2,10 @@
 //! freeing a name whatever holds it (see `docs/operations.md`).
 
 use super::manager::LockManager;
+use super::registry::LocalHold;
 use crate::backend::{ForceUnlocked, LockInfo, NameList};
 use crate::error::LockError;
+use crate::key::LockKey;
 use crate::telemetry::TARGET;
 
 /// The most names one listing returns.
@@ -83,6 +85,35 @@ impl LockManager {
             "tower-lock: force-unlocked"
         );
         Ok(freed)
+    }
+
+    /// What this process holds now: every live hold of this manager, how long it has been
+    /// held, and the request it was taken for when the HTTP layer took it (method, path,
+    /// start). For a service's own debug route (see [`admin::router`](crate::admin)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let locks = tower_lock::LockManager::memory();
+    /// let guard = locks.lock("order:42").acquire().await.unwrap();
+    /// let holds = locks.local_holds();
+    /// assert_eq!(holds.len(), 1);
+    /// assert_eq!(holds[0].key, *guard.key());
+    /// drop(guard);
+    /// # tokio::task::yield_now().await;
+    /// # }
+    /// ```
+    pub fn local_holds(&self) -> Vec<LocalHold> {
+        self.inner
+            .registry()
+            .holds()
+            .iter()
+            .map(|hold| hold.local_view())
+            .collect()
+    }
+
+    /// Names with waiters in this process now, each with how many wait for it here.
+    pub fn local_waiters(&self) -> Vec<(LockKey, usize)> {
+        self.inner.queues().waiting_names()
     }
 
     /// The names under this manager's prefix that match `pattern` (Redis's glob syntax:

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 
+use super::registry::Registry;
 use super::renewal::Renewals;
 use super::settings::Settings;
 use super::store::Store;
@@ -21,6 +22,8 @@ pub(crate) struct ManagerInner {
     ids: Ids,
     settings: Settings,
     renewals: Arc<Renewals>,
+    /// Every live hold (for operators: `LockManager::local_holds`).
+    registry: Registry,
     /// Whether last releases hand the lock to a local waiter: the backend hands over and
     /// the limit is not 0.
     hands_over: bool,
@@ -50,6 +53,7 @@ impl ManagerInner {
             ids: Ids::new(),
             settings,
             renewals: Arc::default(),
+            registry: Registry::default(),
             hands_over,
             runtime: Handle::try_current()
                 .map(OnceLock::from)
@@ -76,6 +80,10 @@ impl ManagerInner {
             return self.default_margin;
         }
         self.settings.loss_margin.for_lease(lease)
+    }
+
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     pub(crate) fn renewals(&self) -> &Arc<Renewals> {

@@ -100,6 +100,16 @@ impl WaitQueues {
         self.inner.fair.lock().waiters.contains_key(id)
     }
 
+    /// Names with fair waiters here, and how many.
+    pub(super) fn fair_waiting_names(&self) -> Vec<(LockKey, usize)> {
+        let state = self.inner.fair.lock();
+        let mut names: HashMap<&LockKey, usize> = HashMap::new();
+        for (key, _) in state.waiters.keys() {
+            *names.entry(key).or_default() += 1;
+        }
+        names.into_iter().map(|(key, n)| (key.clone(), n)).collect()
+    }
+
     /// (fair waiters, of them for `key` if given, subscription changes pending).
     pub(crate) fn fair_counts(&self, key: Option<&LockKey>) -> (usize, usize, usize) {
         let state = self.inner.fair.lock();

@@ -291,6 +291,27 @@ impl WaitQueues {
         Handing::Over(Offer::new(head.clone()))
     }
 
+    /// Every name with local waiters, and how many (fair waiters included).
+    pub(crate) fn waiting_names(&self) -> Vec<(LockKey, usize)> {
+        let mut names: Vec<(LockKey, usize)> = self
+            .each_shard()
+            .flat_map(|state| {
+                state
+                    .queues
+                    .iter()
+                    .map(|(key, queue)| (key.clone(), queue.waiters.len()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (key, count) in self.fair_waiting_names() {
+            match names.iter_mut().find(|(name, _)| *name == key) {
+                Some((_, waiting)) => *waiting += count,
+                None => names.push((key, count)),
+            }
+        }
+        names
+    }
+
     /// Number of local waiters queued for `key`.
     pub(crate) fn queued(&self, key: &LockKey) -> usize {
         let local = self

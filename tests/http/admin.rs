@@ -107,4 +107,46 @@ async fn the_router_lists_inspects_and_frees(backend: BackendUnderTest) {
     }
 }
 
-backend_suite!([Memory, Redis] the_router_lists_inspects_and_frees);
+/// The process's view: a request that holds its lock is listed with its method and path,
+/// one that waits behind it as a waiter of the name; both gone once they are done.
+async fn the_router_shows_what_this_process_holds(backend: BackendUnderTest) {
+    let locks = manager(backend).await;
+    let (route, mut entered) = support::http::stalled();
+    let app = Router::new()
+        .route("/orders/{orderId}/pay", route)
+        .route_layer(tower_lock::layer::LockLayer::by_path_param("orderId"))
+        .nest("/admin", admin::router(locks.clone()))
+        .layer(Extension(locks.clone()));
+    let addr = serve(app).await;
+    let first = support::http::send(addr, "POST", "/orders/7/pay", &[]).await;
+    entered.recv().await.unwrap();
+    let second = support::http::send(addr, "POST", "/orders/7/pay", &[]).await;
+    let view = support::eventually("the second request waits", || async {
+        let view = json(&request(addr, "GET", "/admin/process", &[]).await.body);
+        (view["waiting"].as_array().is_some_and(|w| !w.is_empty())).then_some(view)
+    })
+    .await;
+    assert_eq!(view["manager"], locks.id());
+    let holds = view["holds"].as_array().unwrap();
+    assert_eq!(holds.len(), 1, "{view}");
+    assert_eq!(holds[0]["key"], locks.key("orderId:7").unwrap().as_str());
+    assert_eq!(holds[0]["kind"], "plain");
+    assert_eq!(holds[0]["request"]["method"], "POST");
+    assert_eq!(holds[0]["request"]["path"], "/orders/7/pay");
+    assert!(holds[0]["request"]["started_unix_ms"].as_u64().unwrap() > 0);
+    assert_eq!(view["waiting"][0]["waiters"], 1);
+    drop(first);
+    entered.recv().await.unwrap();
+    drop(second);
+    support::eventually("nothing held any more", || async {
+        let view = json(&request(addr, "GET", "/admin/process", &[]).await.body);
+        (view["holds"].as_array().is_some_and(Vec::is_empty)).then_some(())
+    })
+    .await;
+}
+
+backend_suite!(
+    [Memory, Redis]
+    the_router_lists_inspects_and_frees,
+    the_router_shows_what_this_process_holds,
+);

@@ -199,6 +199,11 @@ fn unlocked<B>(config: &LayerConfig, mut parts: Parts, body: LockRequestBody<B>)
     Start::Unlocked(Request::from_parts(parts, body))
 }
 
+/// What operators see of the request a hold was taken for.
+fn request_label(parts: &Parts) -> crate::engine::RequestLabel {
+    crate::engine::RequestLabel::new(parts.method.as_str(), parts.uri.path())
+}
+
 /// The request with its lock, or what to answer instead.
 fn finish<B>(
     config: &LayerConfig,
@@ -209,6 +214,7 @@ fn finish<B>(
 ) -> Start<B> {
     match acquired {
         Ok((guard, watchdog)) => {
+            guard.label(request_label(&parts));
             parts.extensions.insert(HeldLock::of(&guard));
             let request = Request::from_parts(parts, body);
             Start::Locked(request, RequestGuard::One(guard), watchdog)
@@ -227,6 +233,7 @@ fn finish_many<B>(
 ) -> Start<B> {
     match acquired {
         Ok(guard) => {
+            guard.label(request_label(&parts));
             parts.extensions.insert(HeldMultiLock::of(&guard, manager));
             let request = Request::from_parts(parts, body);
             Start::Locked(request, RequestGuard::Many(guard), None)
