@@ -88,6 +88,7 @@ impl Hold {
     }
 
     /// Records the request it was taken for (the first one recorded stays).
+    #[cfg(feature = "axum")]
     pub(crate) fn set_label(&self, label: super::registry::RequestLabel) {
         let _ = self.label.set(label);
     }
