@@ -78,6 +78,16 @@ impl LockManagerBuilder {
         self
     }
 
+    /// Whether the manager keeps a list of its live holds, for
+    /// [`LockManager::local_holds`](crate::LockManager::local_holds) and the admin router's
+    /// `GET /process` (default: yes). Keeping it costs each acquire + release about 600
+    /// instructions (a mutex and a map entry): nothing beside a Redis round trip, about 12 %
+    /// of the memory backend's uncontended pair. With `false`, `local_holds` is empty.
+    pub fn track_holds(mut self, track: bool) -> Self {
+        self.settings.track_holds = track;
+        self
+    }
+
     /// How long before a lease could end its holder is told that the lock may be lost
     /// (default [`LossMargin::DEFAULT`]: 1 % of the lease plus 2 ms, at most a third of
     /// the lease). See [`LossMargin`].

@@ -83,7 +83,9 @@ impl Hold {
             span: (!span.is_disabled()).then(|| Mutex::new(Some(span))),
             label: OnceLock::new(),
         });
-        hold.manager.registry().add(&hold);
+        if hold.manager.settings().track_holds {
+            hold.manager.registry().add(&hold);
+        }
         hold
     }
 
@@ -257,6 +259,8 @@ impl Counts for Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.manager.registry().remove(self);
+        if self.manager.settings().track_holds {
+            self.manager.registry().remove(self);
+        }
     }
 }

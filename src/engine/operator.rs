@@ -89,7 +89,9 @@ impl LockManager {
 
     /// What this process holds now: every live hold of this manager, how long it has been
     /// held, and the request it was taken for when the HTTP layer took it (method, path,
-    /// start). For a service's own debug route (see [`admin::router`](crate::admin)).
+    /// start). For a service's own debug route (see [`admin::router`](crate::admin)). Empty
+    /// when the manager was built with
+    /// [`track_holds(false)`](crate::manager::LockManagerBuilder::track_holds).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {

@@ -34,6 +34,8 @@ pub(crate) struct Settings {
     pub(crate) hand_over_limit: u32,
     pub(crate) loss_margin: LossMargin,
     pub(crate) fair_queue_timeout: Duration,
+    /// Every live hold is kept in the registry (`LockManager::local_holds`).
+    pub(crate) track_holds: bool,
 }
 
 impl Default for Settings {
@@ -46,6 +48,7 @@ impl Default for Settings {
             hand_over_limit: DEFAULT_HAND_OVER_LIMIT,
             loss_margin: LossMargin::DEFAULT,
             fair_queue_timeout: DEFAULT_FAIR_QUEUE_TIMEOUT,
+            track_holds: true,
         }
     }
 }

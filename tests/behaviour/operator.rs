@@ -210,9 +210,65 @@ async fn names_are_listed_by_pattern_and_bounded(backend: BackendUnderTest) {
     }
 }
 
+/// The process's own view: each live hold (kind, owner, how long), none once released;
+/// waiters by name; nothing kept when the manager is built not to.
+async fn this_process_lists_its_holds_and_waiters(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let name = support::unique("local");
+    let guard = ctx.manager.semaphore(&name, 1).acquire().await.unwrap();
+    let holds = ctx.manager.local_holds();
+    let mine: Vec<_> = holds
+        .iter()
+        .filter(|hold| hold.key == *guard.key())
+        .collect();
+    assert_eq!(mine.len(), 1, "{holds:?}");
+    assert_eq!(
+        (mine[0].owner.as_str(), mine[0].kind),
+        (guard.owner().as_str(), guard.kind())
+    );
+    assert!(mine[0].renewed && !mine[0].lost && mine[0].request.is_none());
+    let waiter = {
+        let (locks, name) = (ctx.manager.clone(), name.clone());
+        tokio::spawn(async move {
+            locks
+                .semaphore(&name, 1)
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await
+        })
+    };
+    while ctx.manager.waiting(&name) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let waiting = ctx.manager.local_waiters();
+    assert!(
+        waiting.iter().any(|(key, n)| key == guard.key() && *n == 1),
+        "{waiting:?}"
+    );
+    let _ = guard.release().await.unwrap();
+    let next = waiter.await.unwrap().unwrap();
+    let _ = next.release().await.unwrap();
+    // The last reference to a released hold may be a background task's for a moment.
+    let key = ctx.manager.key(&name).unwrap();
+    support::eventually("the released holds are gone from the view", || async {
+        (!ctx.manager.local_holds().iter().any(|hold| hold.key == key)).then_some(())
+    })
+    .await;
+
+    let untracked = Ctx::with(backend, |builder| builder.track_holds(false)).await;
+    let _held = untracked
+        .manager
+        .lock(support::unique("untracked"))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(untracked.manager.local_holds().is_empty());
+}
+
 backend_suite!(
     [Memory, Redis, Cluster]
     every_kind_is_inspected,
     force_unlock_wakes_the_waiter_and_tells_the_holder,
     names_are_listed_by_pattern_and_bounded,
+    this_process_lists_its_holds_and_waiters,
 );
