@@ -138,3 +138,23 @@ async fn a_down_backend_warns_once_per_period_not_per_request() {
         "the first of a period says none were left out"
     );
 }
+
+/// A force-unlock is a warning that names the key, who asked, and what it freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_is_logged_with_who_asked() {
+    let capture = Capture::global();
+    let locks = LockManager::memory();
+    let name = support::unique("forced");
+    let _guard = locks.lock(&name).acquire().await.unwrap();
+    locks.force_unlock(&name, "bob (on call)").await.unwrap();
+    let key = locks.key(&name).unwrap();
+    let events = capture.events("force-unlocked");
+    let event = events
+        .iter()
+        .find(|event| event.fields.get("key").map(String::as_str) == Some(key.as_str()))
+        .expect("the force-unlock's warning");
+    assert_eq!(event.level, tracing::Level::WARN);
+    assert_eq!(event.fields["asked_by"], "bob (on call)");
+    assert_eq!(event.fields["kind"], "lock");
+    assert_eq!(event.fields["freed"], "1");
+}
