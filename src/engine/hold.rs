@@ -10,6 +10,7 @@ use tracing::Span;
 
 use super::count_lock::{Count, Counts};
 use super::loss::Loss;
+use super::registry::Listed;
 use super::renewal::{RenewGate, Renewable};
 use super::shared::ManagerInner;
 use crate::backend::BoxFuture;
@@ -84,7 +85,8 @@ impl Hold {
             label: OnceLock::new(),
         });
         if hold.manager.settings().track_holds {
-            hold.manager.registry().add(&hold);
+            let listed: std::sync::Weak<dyn Listed> = Arc::downgrade(&hold) as _;
+            hold.manager.registry().add(&hold.key, slot(&hold), listed);
         }
         hold
     }
@@ -93,19 +95,6 @@ impl Hold {
     #[cfg(feature = "axum")]
     pub(crate) fn set_label(&self, label: super::registry::RequestLabel) {
         let _ = self.label.set(label);
-    }
-
-    /// What an operator sees of it.
-    pub(super) fn local_view(&self) -> super::registry::LocalHold {
-        super::registry::LocalHold {
-            key: self.key.clone(),
-            kind: self.kind,
-            owner: self.owner.clone(),
-            held_for: self.acquired_at.elapsed(),
-            renewed: self.renewed,
-            lost: self.loss.is_lost(),
-            request: self.label.get().cloned(),
-        }
     }
 
     pub(crate) fn manager(&self) -> &Arc<ManagerInner> {
@@ -260,7 +249,26 @@ impl Counts for Hold {
 impl Drop for Hold {
     fn drop(&mut self) {
         if self.manager.settings().track_holds {
-            self.manager.registry().remove(self);
+            self.manager.registry().remove(&self.key, slot(self));
+        }
+    }
+}
+
+/// A hold's place in the registry: where its data lives (stable while it lives).
+fn slot(hold: &Hold) -> usize {
+    hold as *const Hold as usize
+}
+
+impl Listed for Hold {
+    fn local_view(&self) -> super::registry::LocalHold {
+        super::registry::LocalHold {
+            key: self.key.clone(),
+            kind: self.kind,
+            owner: self.owner.clone(),
+            held_for: self.acquired_at.elapsed(),
+            renewed: self.renewed,
+            lost: self.loss.is_lost(),
+            request: self.label.get().cloned(),
         }
     }
 }

@@ -105,12 +105,7 @@ impl LockManager {
     /// # }
     /// ```
     pub fn local_holds(&self) -> Vec<LocalHold> {
-        self.inner
-            .registry()
-            .holds()
-            .iter()
-            .map(|hold| hold.local_view())
-            .collect()
+        self.inner.registry().views()
     }
 
     /// Names with waiters in this process now, each with how many wait for it here.

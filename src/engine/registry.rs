@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
-use super::hold::Hold;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 
@@ -52,6 +51,14 @@ pub struct LocalHold {
     pub request: Option<RequestLabel>,
 }
 
+/// What the registry keeps of a hold: a way to see it while it lives.
+pub(super) trait Listed: Send + Sync {
+    /// What an operator sees of it now.
+    fn local_view(&self) -> LocalHold;
+}
+
+type Entries = HashMap<usize, Weak<dyn Listed>>;
+
 /// The holds of one manager, split by name like the wait queues.
 #[derive(Default)]
 pub(crate) struct Registry {
@@ -62,39 +69,40 @@ const SHARDS: usize = 16;
 
 #[derive(Default)]
 #[repr(align(64))]
-struct RegistryShard(Mutex<HashMap<usize, Weak<Hold>>>);
-
-/// A hold's place in the registry: where its data lives (stable while it lives).
-fn slot(hold: &Hold) -> usize {
-    hold as *const Hold as usize
-}
+struct RegistryShard(Mutex<Entries>);
 
 impl Registry {
-    fn shard(&self, key: &LockKey) -> std::sync::MutexGuard<'_, HashMap<usize, Weak<Hold>>> {
+    fn shard(&self, key: &LockKey) -> std::sync::MutexGuard<'_, Entries> {
         self.shards[key.shard(SHARDS)]
             .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new hold, until it is dropped.
-    pub(super) fn add(&self, hold: &Arc<Hold>) {
-        self.shard(hold.key())
-            .insert(slot(hold), Arc::downgrade(hold));
+    /// A new hold of `key`, until it is dropped; `slot`: where its data lives (stable while
+    /// it lives).
+    pub(super) fn add(&self, key: &LockKey, slot: usize, hold: Weak<dyn Listed>) {
+        self.shard(key).insert(slot, hold);
     }
 
     /// A hold that is being dropped.
-    pub(super) fn remove(&self, hold: &Hold) {
-        self.shard(hold.key()).remove(&slot(hold));
+    pub(super) fn remove(&self, key: &LockKey, slot: usize) {
+        self.shard(key).remove(&slot);
     }
 
-    /// The holds alive now.
-    pub(super) fn holds(&self) -> Vec<Arc<Hold>> {
+    /// What operators see of the holds alive now.
+    pub(super) fn views(&self) -> Vec<LocalHold> {
         self.shards
             .iter()
             .flat_map(|shard| {
-                let holds = shard.0.lock().unwrap_or_else(|e| e.into_inner());
-                holds.values().filter_map(Weak::upgrade).collect::<Vec<_>>()
+                let holds: Vec<Arc<dyn Listed>> = {
+                    let entries = shard.0.lock().unwrap_or_else(|e| e.into_inner());
+                    entries.values().filter_map(Weak::upgrade).collect()
+                };
+                holds
+                    .iter()
+                    .map(|hold| hold.local_view())
+                    .collect::<Vec<_>>()
             })
             .collect()
     }
