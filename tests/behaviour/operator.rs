@@ -19,6 +19,12 @@ async fn every_kind_is_inspected(backend: BackendUnderTest) {
     let name = support::unique("inspect");
     let free = locks.inspect(&name).await.unwrap();
     assert_eq!((free.kind, free.holders.len()), (None, 0));
+    for bad in ["", &"x".repeat(2000)] {
+        let error = locks.inspect(bad).await.unwrap_err();
+        assert!(matches!(error, LockError::InvalidName { .. }), "{error}");
+        let error = locks.force_unlock(bad, "the test").await.unwrap_err();
+        assert!(matches!(error, LockError::InvalidName { .. }), "{error}");
+    }
 
     // The plain lock, entered twice: one holder with two holds and a lease.
     let guard = locks.lock(&name).acquire().await.unwrap();
