@@ -8,6 +8,7 @@ use http::{header, HeaderValue, StatusCode};
 
 use crate::error::BackendError;
 use crate::key::LockKey;
+use crate::kind::LockKind;
 use crate::telemetry::throttled;
 
 /// A request that could not be served under its lock. Both [`LockLayer`](crate::layer::LockLayer)
@@ -221,6 +222,19 @@ impl LockRejection {
                 give one to the layer with `LockLayer::manager`, or put one in the router's \
                 state (`FromRef`)?"
                 .to_owned(),
+            LockRejection::KindMismatch {
+                key,
+                held: LockKind::Semaphore(held),
+                asked: LockKind::Semaphore(asked),
+            } => format!(
+                "The handler asks for {} permit(s) of `{}` limited to {}, but its layer holds {} \
+                 limited to {}: give the layer and the extractor the same limit and count.",
+                asked.count(),
+                shown(key.as_str()),
+                asked.limit(),
+                held.count(),
+                held.limit()
+            ),
             LockRejection::KindMismatch { key, held, asked } => format!(
                 "The handler asks for a {} lock on `{}`, but its layer holds a {} lock on it, \
                  which cannot give one (a read hold never becomes a write hold). Make the \

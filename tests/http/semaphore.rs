@@ -180,6 +180,14 @@ async fn the_extractor_takes_and_shares_permits(backend: BackendUnderTest) {
     let (status, body) = oneshot(&app, "GET", &format!("/shared/{tenant}")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(locks.semaphore_usage(&name).await.unwrap().in_use, 0);
+    // A layer of another limit: 500, naming the fix.
+    let app = Router::new()
+        .route("/shared/{tenant}", axum::routing::get(shared))
+        .route_layer(LockLayer::for_key::<Tenant>().semaphore(3))
+        .layer(Extension(locks.clone()));
+    let (status, body) = oneshot(&app, "GET", &format!("/shared/{tenant}")).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(body.contains("the same limit and count"), "{body}");
     // An invalid layer limit: 500, naming the fix.
     let app = Router::new()
         .route("/shared/{tenant}", axum::routing::get(|| async { "never" }))
