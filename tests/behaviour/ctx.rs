@@ -92,9 +92,20 @@ pub async fn queued_waiter(
     name: &str,
     wait: Duration,
 ) -> tokio::task::JoinHandle<Result<tower_lock::lock::LockGuard, LockError>> {
+    queued_for(manager, name, wait, |locks, name| locks.lock(name)).await
+}
+
+/// A task acquiring what `request` asks of `manager` for `name` (a lock of any kind, a
+/// semaphore's permits) with `wait`, returned once it is queued in `manager`.
+pub async fn queued_for(
+    manager: &LockManager,
+    name: &str,
+    wait: Duration,
+    request: fn(&LockManager, &str) -> tower_lock::lock::LockRequest,
+) -> tokio::task::JoinHandle<Result<tower_lock::lock::LockGuard, LockError>> {
     let waiter = {
         let (manager, name) = (manager.clone(), name.to_owned());
-        tokio::spawn(async move { manager.lock(&name).wait(wait).acquire().await })
+        tokio::spawn(async move { request(&manager, &name).wait(wait).acquire().await })
     };
     while manager.waiting(name) == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;

@@ -9,7 +9,7 @@ use tower_lock::admin::{HolderSide, InspectedKind};
 use tower_lock::lock::Released;
 use tower_lock::LockError;
 
-use crate::ctx::{queued_waiter, Ctx};
+use crate::ctx::{queued_for, queued_waiter, Ctx};
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
@@ -127,20 +127,8 @@ async fn force_unlock_wakes_the_waiter_and_tells_the_holder(backend: BackendUnde
         };
         let waiter = match kind {
             "lock" => queued_waiter(&other, &name, wait).await,
-            _ => {
-                let (locks, task_name) = (other.clone(), name.clone());
-                let task = tokio::spawn(async move {
-                    let request = match kind {
-                        "write" => locks.write_lock(&task_name),
-                        _ => locks.semaphore(&task_name, 1),
-                    };
-                    request.wait(wait).acquire().await
-                });
-                while other.waiting(&name) == 0 {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                task
-            }
+            "write" => queued_for(&other, &name, wait, |locks, name| locks.write_lock(name)).await,
+            _ => queued_for(&other, &name, wait, |locks, name| locks.semaphore(name, 1)).await,
         };
         let freed = ctx.manager.force_unlock(&name, "the test").await.unwrap();
         assert_eq!(freed.freed, 1, "{kind}");
@@ -233,19 +221,13 @@ async fn this_process_lists_its_holds_and_waiters(backend: BackendUnderTest) {
         (guard.owner().as_str(), guard.kind())
     );
     assert!(mine[0].renewed && !mine[0].lost && mine[0].request.is_none());
-    let waiter = {
-        let (locks, name) = (ctx.manager.clone(), name.clone());
-        tokio::spawn(async move {
-            locks
-                .semaphore(&name, 1)
-                .wait(Duration::from_secs(30))
-                .acquire()
-                .await
-        })
-    };
-    while ctx.manager.waiting(&name) == 0 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let waiter = queued_for(
+        &ctx.manager,
+        &name,
+        Duration::from_secs(30),
+        |locks, name| locks.semaphore(name, 1),
+    )
+    .await;
     let waiting = ctx.manager.local_waiters();
     assert!(
         waiting.iter().any(|(key, n)| key == guard.key() && *n == 1),

@@ -6,16 +6,34 @@ use std::time::Duration;
 
 use fred::prelude::{KeysInterface, SortedSetsInterface};
 use tower_lock::backend::{AcquireArgs, Attempt, ReleaseArgs};
-use tower_lock::lock::{LockKind, OwnerId, Permits, Released, MAX_PERMITS};
+use tower_lock::lock::{LockKey, LockKind, OwnerId, Permits, Released, MAX_PERMITS};
 use tower_lock::LockError;
 
-use crate::ctx::Ctx;
+use crate::ctx::{queued_for, Ctx};
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
 /// The sorted set of the permits of the semaphore `name` (Redisson's `{name}:timeout`).
 pub(crate) fn deadlines_key(name: &str) -> String {
     format!("{{{name}}}:timeout")
+}
+
+/// A first acquisition of `kind` by `owner`, sent to a backend directly.
+pub(crate) fn first_acquisition(
+    key: &LockKey,
+    kind: LockKind,
+    owner: &OwnerId,
+    lease: Duration,
+) -> AcquireArgs {
+    AcquireArgs {
+        key: key.clone(),
+        kind,
+        owner: owner.clone(),
+        lease,
+        expected: 0,
+        waits: false,
+        unless_recorded: false,
+    }
 }
 
 pub(crate) fn busy(result: Result<tower_lock::lock::LockGuard, LockError>) -> bool {
@@ -118,19 +136,13 @@ async fn the_limit_is_set_on_first_use_and_changed_explicitly(backend: BackendUn
         busy(ctx.manager.semaphore(&name, 5).try_acquire().await),
         "the limit in force is the first one"
     );
-    let waiter = {
-        let (manager, name) = (ctx.manager.clone(), name.clone());
-        tokio::spawn(async move {
-            manager
-                .semaphore(&name, 1)
-                .wait(Duration::from_secs(60))
-                .acquire()
-                .await
-        })
-    };
-    while ctx.manager.waiting(&name) == 0 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let waiter = queued_for(
+        &ctx.manager,
+        &name,
+        Duration::from_secs(60),
+        |locks, name| locks.semaphore(name, 1),
+    )
+    .await;
     ctx.manager.set_semaphore_limit(&name, 3).await.unwrap();
     let second = waiter.await.unwrap().unwrap();
     let third = ctx.manager.semaphore(&name, 1).try_acquire().await.unwrap();
@@ -163,15 +175,7 @@ async fn a_resent_acquisition_takes_no_second_permit(backend: BackendUnderTest) 
     let kind = LockKind::Semaphore(Permits::new(2, 1).unwrap());
     let store = ctx.backend().await;
     let owner = OwnerId::from_raw("resender:1");
-    let args = AcquireArgs {
-        key: key.clone(),
-        kind,
-        owner: owner.clone(),
-        lease: Duration::from_secs(30),
-        expected: 0,
-        waits: false,
-        unless_recorded: false,
-    };
+    let args = first_acquisition(&key, kind, &owner, Duration::from_secs(30));
     for _ in 0..2 {
         assert_eq!(
             store.acquire(args.clone()).await.unwrap(),

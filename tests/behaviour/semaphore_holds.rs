@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use fred::prelude::{KeysInterface, SortedSetsInterface};
-use tower_lock::backend::{AcquireArgs, Attempt, ReleaseArgs, Successor};
+use tower_lock::backend::{Attempt, ReleaseArgs, Successor};
 use tower_lock::lock::{LockKind, OwnerId, Permits, Released};
 
-use crate::ctx::Ctx;
-use crate::semaphore::{busy, deadlines_key};
+use crate::ctx::{queued_for, Ctx};
+use crate::semaphore::{busy, deadlines_key, first_acquisition};
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
@@ -22,19 +22,10 @@ async fn a_release_wakes_a_waiter_of_another_manager(backend: BackendUnderTest) 
     let name = support::unique("sem-wake");
     let first = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
     let second = ctx.manager.semaphore(&name, 2).acquire().await.unwrap();
-    let waiter = {
-        let (other, name) = (other.clone(), name.clone());
-        tokio::spawn(async move {
-            other
-                .semaphore(&name, 2)
-                .wait(Duration::from_secs(60))
-                .acquire()
-                .await
-        })
-    };
-    while other.waiting(&name) == 0 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let waiter = queued_for(&other, &name, Duration::from_secs(60), |locks, name| {
+        locks.semaphore(name, 2)
+    })
+    .await;
     assert_eq!(first.release().await.unwrap(), Released::Unlocked);
     let got = waiter.await.unwrap().unwrap();
     assert!(busy(ctx.manager.semaphore(&name, 2).try_acquire().await));
@@ -55,15 +46,12 @@ async fn leases_are_renewed_and_dead_holders_permits_come_back(backend: BackendU
     // The dead holder: its permit has a lease and nobody renews it.
     let dead = ctx.backend().await;
     let attempt = dead
-        .acquire(AcquireArgs {
-            key: key.clone(),
+        .acquire(first_acquisition(
+            &key,
             kind,
-            owner: OwnerId::from_raw("dead-process:1"),
+            &OwnerId::from_raw("dead-process:1"),
             lease,
-            expected: 0,
-            waits: false,
-            unless_recorded: false,
-        })
+        ))
         .await
         .unwrap();
     assert_eq!(attempt, Attempt::Acquired);
@@ -163,19 +151,13 @@ async fn a_release_lets_the_next_local_waiter_in(backend: BackendUnderTest) {
     let ctx = Ctx::new(backend).await;
     let name = support::unique("sem-next");
     let holder = ctx.manager.semaphore(&name, 1).acquire().await.unwrap();
-    let waiter = {
-        let (manager, name) = (ctx.manager.clone(), name.clone());
-        tokio::spawn(async move {
-            manager
-                .semaphore(&name, 1)
-                .wait(Duration::from_secs(60))
-                .acquire()
-                .await
-        })
-    };
-    while ctx.manager.waiting(&name) == 0 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let waiter = queued_for(
+        &ctx.manager,
+        &name,
+        Duration::from_secs(60),
+        |locks, name| locks.semaphore(name, 1),
+    )
+    .await;
     let released = holder.release().await.unwrap();
     assert!(
         matches!(released, Released::HandedOver | Released::Unlocked),
@@ -199,15 +181,7 @@ async fn the_backend_hands_permits_over_once(backend: BackendUnderTest) {
     let kind = LockKind::Semaphore(Permits::new(2, 1).unwrap());
     let store = ctx.backend().await;
     let (holder, successor) = (OwnerId::from_raw("holder:1"), OwnerId::from_raw("next:1"));
-    let acquire = |owner: &OwnerId| AcquireArgs {
-        key: key.clone(),
-        kind,
-        owner: owner.clone(),
-        lease: Duration::from_secs(30),
-        expected: 0,
-        waits: false,
-        unless_recorded: false,
-    };
+    let acquire = |owner: &OwnerId| first_acquisition(&key, kind, owner, Duration::from_secs(30));
     assert_eq!(
         store.acquire(acquire(&holder)).await.unwrap(),
         Attempt::Acquired
@@ -275,6 +249,36 @@ async fn the_backend_hands_permits_over_once(backend: BackendUnderTest) {
     assert_eq!(ctx.manager.semaphore_usage(&name).await.unwrap().in_use, 0);
 }
 
+/// A release that publishes nothing (the limit was lowered under the permits held, so none
+/// became available) must not leave this process waiting for its own message: the next
+/// release of another process is what wakes the waiter, well within a wait far shorter
+/// than the holders' leases.
+async fn a_silent_release_does_not_hide_the_next_one(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let other = ctx.manager_sharing_the_backend().await;
+    let name = support::unique("sem-silent");
+    let first = ctx.manager.semaphore(&name, 3).acquire().await.unwrap();
+    let second = ctx.manager.semaphore(&name, 3).acquire().await.unwrap();
+    let elsewhere = other.semaphore(&name, 3).acquire().await.unwrap();
+    let waiter = queued_for(
+        &ctx.manager,
+        &name,
+        Duration::from_secs(5),
+        |locks, name| locks.semaphore(name, 3),
+    )
+    .await;
+    ctx.manager.set_semaphore_limit(&name, 2).await.unwrap();
+    // 2 − 3 held: none available after this release either, so nothing is published.
+    assert_eq!(first.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(elsewhere.release().await.unwrap(), Released::Unlocked);
+    let got = waiter
+        .await
+        .unwrap()
+        .expect("woken by the other process's release");
+    assert_eq!(got.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(second.release().await.unwrap(), Released::Unlocked);
+}
+
 backend_suite!(
     [Memory, Redis, Cluster]
     a_release_wakes_a_waiter_of_another_manager,
@@ -283,4 +287,5 @@ backend_suite!(
     cancelled_acquisitions_leave_no_permit,
     a_release_lets_the_next_local_waiter_in,
     the_backend_hands_permits_over_once,
+    a_silent_release_does_not_hide_the_next_one,
 );

@@ -20,15 +20,18 @@ pub(in crate::backend) fn script(sharded: bool) -> String {
     scripts::publishing(include_str!("semaphore.lua"), sharded)
 }
 
-/// The permits of a semaphore operation: `kind`'s, or an error for another kind.
-fn permits(kind: LockKind) -> Result<Permits, BackendError> {
+/// The permits of a semaphore operation (`None`: `kind` is not a semaphore).
+fn permits(kind: LockKind) -> Option<Permits> {
     match kind {
-        LockKind::Semaphore(permits) => Ok(permits),
-        other => Err(BackendError::new(format!(
-            "a {} lock is not a semaphore",
-            other.name()
-        ))),
+        LockKind::Semaphore(permits) => Some(permits),
+        _ => None,
     }
+}
+
+/// The answer to a semaphore operation asked with another kind.
+fn not_a_semaphore<T: Send + 'static>(kind: LockKind) -> BoxFuture<Result<T, BackendError>> {
+    let error = BackendError::new(format!("a {} lock is not a semaphore", kind.name()));
+    Box::pin(std::future::ready(Err(error)))
 }
 
 impl RedisBackend {
@@ -76,9 +79,8 @@ impl RedisBackend {
         &self,
         args: AcquireArgs,
     ) -> BoxFuture<Result<Attempt, BackendError>> {
-        let permits = match permits(args.kind) {
-            Ok(permits) => permits,
-            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        let Some(permits) = permits(args.kind) else {
+            return not_a_semaphore(args.kind);
         };
         let reply = self.semaphore_call(
             args.key.clone(),
@@ -112,9 +114,8 @@ impl RedisBackend {
         &self,
         args: ReleaseArgs,
     ) -> BoxFuture<Result<ReleaseReply, BackendError>> {
-        let permits = match permits(args.kind) {
-            Ok(permits) => permits,
-            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        let Some(permits) = permits(args.kind) else {
+            return not_a_semaphore(args.kind);
         };
         if let Some(successor) = args.successor.filter(|_| args.expected <= 1) {
             return self.semaphore_hand_over(args.key, args.owner, successor, permits);
@@ -137,8 +138,11 @@ impl RedisBackend {
         Box::pin(async move {
             let reply = reply.await;
             if listening {
+                // The reply counts the subscribers the new count reached: none when it was
+                // not published (the limit was lowered under the permits held), and then no
+                // echo may be waited for (it would swallow another process's notice).
                 let published =
-                    matches!(&reply, Ok(Value::Integer(code)) if *code >= scripts::UNLOCKED);
+                    matches!(&reply, Ok(Value::Integer(code)) if *code > scripts::UNLOCKED);
                 echoes.settle(&key, published);
             }
             decode_release(&key, reply?)
@@ -147,7 +151,8 @@ impl RedisBackend {
 
     /// A last release that hands `owner`'s permits straight to `successor`, a waiter of
     /// this process for as many permits of the same semaphore (nothing is published: the
-    /// permits stay held).
+    /// permits stay held) — unless more are held than the limit allows (it was lowered):
+    /// then they are released (`Unlocked`), and the waiter tries as every other does.
     fn semaphore_hand_over(
         &self,
         key: LockKey,
@@ -165,6 +170,11 @@ impl RedisBackend {
             match reply.await? {
                 Value::Integer(scripts::HANDED_OVER) => Ok(ReleaseReply::new(Released::HandedOver)),
                 Value::Integer(scripts::NOT_HELD) => Ok(ReleaseReply::new(Released::NotHeld)),
+                Value::Array(parts)
+                    if parts.first().and_then(Value::as_i64) == Some(scripts::UNLOCKED) =>
+                {
+                    Ok(ReleaseReply::new(Released::Unlocked))
+                }
                 other => Err(rejected(&key, "hand-over", &other)),
             }
         })
@@ -175,9 +185,8 @@ impl RedisBackend {
         &self,
         args: RenewArgs,
     ) -> BoxFuture<Result<bool, BackendError>> {
-        let permits = match permits(args.kind) {
-            Ok(permits) => permits,
-            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        let Some(permits) = permits(args.kind) else {
+            return not_a_semaphore(args.kind);
         };
         let reply = self.semaphore_call(
             args.key.clone(),

@@ -125,8 +125,15 @@ elseif op == 'h' then
   -- Hand-over: the releaser's permits go straight to a waiter of the same process (as
   -- many, with the waiter's lease); the count does not change and nothing is published.
   -- ARGV: the successor's lease ms, n, the releaser's n ids, then the successor's n ids.
+  -- While more permits are held than the limit allows (it was lowered), nothing is handed
+  -- over: the permits are released, and the reply is a release's, {UNLOCKED, reached}.
   local lease, n = tonumber(ARGV[2]), tonumber(ARGV[3])
   local ours, theirs = 3 + n, 3 + 2 * n
+  local over = (tonumber(redis.call('get', count_key)) or -1) < 0
+  if over and live(4, ours) == n then
+    for i = 4, ours do redis.call('zrem', deadlines, ARGV[i]) end
+    return {UNLOCKED, publish(redis.call('incrby', count_key, n))}
+  end
   if live(4, ours) < n then
     -- Re-sent after it took effect: the successor holds them.
     if live(ours + 1, theirs) == n then return HANDED_OVER end
