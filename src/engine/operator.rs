@@ -11,15 +11,6 @@ use crate::telemetry::TARGET;
 /// The most names one listing returns.
 pub const MAX_LISTED_NAMES: usize = 10_000;
 
-/// Key prefixes of the objects that belong to a lock's name (Redisson's and tower-lock's),
-/// which a listing leaves out.
-const DERIVED_PREFIXES: [&str; 4] = [
-    "redisson_lock_queue:",
-    "redisson_lock_timeout:",
-    "redisson_lock_token:",
-    "tower_lock_record:",
-];
-
 impl LockManager {
     /// What the name holds now, read in one step from the backend (Redis: one script
     /// call, read only): its kind, each holder (owner id, holds, remaining lease), a fair
@@ -138,7 +129,6 @@ impl LockManager {
         let mut names: Vec<String> = keys
             .iter()
             .filter_map(|key| key.as_str().strip_prefix(prefix.as_str()))
-            .filter(|name| is_lock_name(name))
             .map(str::to_owned)
             .collect();
         names.sort();
@@ -192,22 +182,6 @@ fn escape_glob(text: &str) -> String {
     out
 }
 
-/// Whether a key (its prefix taken off) names a lock rather than an object that belongs
-/// to one.
-fn is_lock_name(name: &str) -> bool {
-    if DERIVED_PREFIXES
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
-    {
-        return false;
-    }
-    let belongs = name.starts_with('{')
-        && (name.ends_with(":timeout")
-            || name.contains(":rwlock_timeout:")
-            || name.ends_with(":tower_lock:waiting_writers"));
-    !belongs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,14 +201,5 @@ mod tests {
             assert!(error.contains(says), "{bad:?}: {error}");
         }
         assert_eq!(escape_glob("app*[1]:"), "app\\*\\[1\\]:");
-        assert!(is_lock_name("order:42"));
-        for derived in [
-            "redisson_lock_queue:{order:42}",
-            "{order:42}:timeout",
-            "{order:42}:abc:1:rwlock_timeout:1",
-            "tower_lock_record:{job}",
-        ] {
-            assert!(!is_lock_name(derived), "{derived}");
-        }
     }
 }

@@ -19,7 +19,10 @@ local pttl = redis.call('pttl', key)
 local fields, value = {}, false
 if kind == 'hash' then
   local flat = redis.call('hgetall', key)
-  local mode = redis.call('hget', key, 'mode')
+  local mode = false
+  for i = 1, #flat, 2 do
+    if flat[i] == 'mode' then mode = true end
+  end
   for i = 1, #flat, 2 do
     local field, count = flat[i], flat[i + 1]
     local lease = pttl

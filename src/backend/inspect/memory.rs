@@ -3,7 +3,7 @@
 
 use super::{ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, LISTED_MAX};
 use crate::backend::memory::table::{Entry, Locks};
-use crate::key::LockKey;
+use crate::key::{KeySet, LockKey};
 
 /// What `key` holds now.
 pub(in crate::backend) fn inspect(
@@ -78,13 +78,9 @@ pub(in crate::backend) fn force_unlock(
     }
 }
 
-/// The names of the table that match `pattern` (Redis's glob syntax), at most `limit + 1`.
-pub(in crate::backend) fn list(
-    locks: &Locks,
-    pattern: &str,
-    limit: usize,
-    found: &mut Vec<LockKey>,
-) {
+/// Adds to `found` the names of the table that match `pattern` (Redis's glob syntax), until
+/// it holds `limit + 1`.
+pub(in crate::backend) fn list(locks: &Locks, pattern: &str, limit: usize, found: &mut KeySet) {
     let names = locks
         .held
         .keys()
@@ -94,8 +90,8 @@ pub(in crate::backend) fn list(
         if found.len() > limit {
             return;
         }
-        if glob(pattern.as_bytes(), key.as_str().as_bytes()) && !found.contains(key) {
-            found.push(key.clone());
+        if glob(pattern.as_bytes(), key.as_str().as_bytes()) {
+            found.insert(key.clone());
         }
     }
 }

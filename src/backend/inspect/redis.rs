@@ -7,7 +7,8 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::{
-    ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, QueuedWaiter, LISTED_MAX,
+    is_lock_key, ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, QueuedWaiter,
+    LISTED_MAX,
 };
 use crate::backend::redis::commands::eval_script;
 use crate::backend::redis::{names, scripts, RedisBackend};
@@ -173,7 +174,7 @@ impl RedisBackend {
                     cursor = parts.pop().and_then(|c| c.as_string()).unwrap_or_default();
                     if let Some(Value::Array(keys)) = keys {
                         for key in keys {
-                            if let Some(text) = key.as_string() {
+                            if let Some(text) = key.as_string().filter(|key| is_lock_key(key)) {
                                 found.push(LockKey::from_stored(&text));
                             }
                             if found.len() > limit {
@@ -208,8 +209,8 @@ fn decode_inspection(key: LockKey, reply: Value) -> Result<LockInfo, String> {
         Value::Array(items) => items.clone(),
         _ => Vec::new(),
     };
+    // parts[1], the name's PTTL, is each lock holder's lease (already in its field).
     let kind_text = parts[0].as_string().unwrap_or_default();
-    let pttl = int(&parts[1]);
     let mut info = LockInfo::free(key);
     let fields = list(&parts[2]);
     let read_write = fields
@@ -243,7 +244,6 @@ fn decode_inspection(key: LockKey, reply: Value) -> Result<LockInfo, String> {
             });
         }
     }
-    let _ = pttl;
     for place in list(&parts[3]).chunks(2) {
         let [owner, deadline] = place else { continue };
         info.queue.push(QueuedWaiter {

@@ -318,13 +318,12 @@ impl Backend for MemoryBackend {
         pattern: String,
         limit: usize,
     ) -> BoxFuture<Result<Vec<LockKey>, BackendError>> {
-        let mut found = Vec::new();
+        let mut found = crate::key::KeySet::default();
         for shard in self.shards.iter() {
             let locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
             inspect::memory::list(&locks, &pattern, limit, &mut found);
         }
-        found.truncate(limit + 1);
-        ready(Ok(found))
+        ready(Ok(found.into_iter().take(limit + 1).collect()))
     }
 
     fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
