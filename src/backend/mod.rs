@@ -240,13 +240,8 @@ pub trait Backend: Send + Sync + 'static {
     /// A release of a fair lock wakes only the queue's head, through
     /// [`Notices::turn`]. Default: an error (the backend has no fair locks).
     fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
-        let name = self.name();
         let _ = args;
-        Box::pin(async move {
-            Err(BackendError::new(format!(
-                "the {name} lock backend has no fair locks"
-            )))
-        })
+        unsupported(self.name(), "has no fair locks")
     }
 
     /// A waiter stopped waiting (its wait ended, or its acquisition was dropped): a fair
@@ -263,33 +258,21 @@ pub trait Backend: Send + Sync + 'static {
     /// in until enough are released. Default: an error (the backend has no semaphores).
     fn set_semaphore_limit(&self, key: LockKey, limit: u32) -> BoxFuture<Result<(), BackendError>> {
         let _ = (key, limit);
-        let error = BackendError::new(format!(
-            "the {} lock backend has no semaphores",
-            self.name()
-        ));
-        Box::pin(std::future::ready(Err(error)))
+        unsupported(self.name(), "has no semaphores")
     }
 
     /// The permits of the semaphore `key` now (read only). Default: an error (the backend
     /// has no semaphores).
     fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
         let _ = key;
-        let error = BackendError::new(format!(
-            "the {} lock backend has no semaphores",
-            self.name()
-        ));
-        Box::pin(std::future::ready(Err(error)))
+        unsupported(self.name(), "has no semaphores")
     }
 
     /// What `key` holds now (its kind, holders, fair queue, token, permits), read in one
     /// step and changing nothing. Default: an error (the backend cannot be inspected).
     fn inspect(&self, key: LockKey) -> BoxFuture<Result<LockInfo, BackendError>> {
         let _ = key;
-        let error = BackendError::new(format!(
-            "the {} lock backend cannot be inspected",
-            self.name()
-        ));
-        Box::pin(std::future::ready(Err(error)))
+        unsupported(self.name(), "cannot be inspected")
     }
 
     /// Frees `key` whatever holds it and wakes its waiters (in Redis with the kind's own
@@ -297,14 +280,11 @@ pub trait Backend: Send + Sync + 'static {
     /// holding data that is no lock is left alone (an error says so). Default: an error.
     fn force_unlock(&self, key: LockKey) -> BoxFuture<Result<ForceUnlocked, BackendError>> {
         let _ = key;
-        let error = BackendError::new(format!(
-            "the {} lock backend cannot force-unlock",
-            self.name()
-        ));
-        Box::pin(std::future::ready(Err(error)))
+        unsupported(self.name(), "cannot force-unlock")
     }
 
-    /// Keys matching `pattern` (Redis's glob syntax, applied to whole keys), at most
+    /// Keys of locks matching `pattern` (Redis's glob syntax, applied to whole keys; the
+    /// objects that belong to a lock, such as a fair queue, are not counted), at most
     /// `limit + 1` (one more tells the caller that there are more). Default: an error.
     fn list_names(
         &self,
@@ -312,11 +292,7 @@ pub trait Backend: Send + Sync + 'static {
         limit: usize,
     ) -> BoxFuture<Result<Vec<LockKey>, BackendError>> {
         let _ = (pattern, limit);
-        let error = BackendError::new(format!(
-            "the {} lock backend cannot list names",
-            self.name()
-        ));
-        Box::pin(std::future::ready(Err(error)))
+        unsupported(self.name(), "cannot list names")
     }
 
     /// Connects the backend to the manager: from now on it reports unlocks of other
@@ -358,4 +334,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// A short name for logs ("redis", "memory").
     fn name(&self) -> &'static str;
+}
+
+/// The answer of a backend to an operation it does not have: "the <name> lock backend
+/// <cannot>".
+fn unsupported<T: Send + 'static>(name: &str, cannot: &str) -> BoxFuture<Result<T, BackendError>> {
+    let error = BackendError::new(format!("the {name} lock backend {cannot}"));
+    Box::pin(std::future::ready(Err(error)))
 }
