@@ -150,9 +150,13 @@ impl Ticket {
         }
         if was_head {
             match self.acquired_for {
-                // We read now: readers next in line share it, and try at once.
+                // We read now (or got permits by our own attempt): readers next in line
+                // share it, and try at once. Permits handed over freed none: the next
+                // waiter has nothing new to try for.
                 Some(_)
-                    if self.waiter.reads() && queue.waiters.front().is_some_and(|w| w.reads()) =>
+                    if self.waiter.reads()
+                        && !matches!(before, OfferState::Handed(_))
+                        && queue.waiters.front().is_some_and(|w| w.reads()) =>
                 {
                     queue.signal_front(true);
                 }
