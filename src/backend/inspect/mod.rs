@@ -149,6 +149,7 @@ pub struct NameList {
 
 /// Key prefixes of the objects that belong to a lock's name (Redisson's and tower-lock's),
 /// which a listing leaves out.
+#[cfg(any(test, feature = "redis"))]
 const DERIVED_PREFIXES: [&str; 4] = [
     "redisson_lock_queue:",
     "redisson_lock_timeout:",
@@ -159,6 +160,7 @@ const DERIVED_PREFIXES: [&str; 4] = [
 /// Whether a key names a lock rather than an object that belongs to one (a fair queue, a
 /// token counter, a semaphore's permits, a read hold's timeout key): a listing counts only
 /// these, so that its limit is a limit on names.
+#[cfg(any(test, feature = "redis"))]
 pub(in crate::backend) fn is_lock_key(key: &str) -> bool {
     if DERIVED_PREFIXES
         .iter()
