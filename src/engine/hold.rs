@@ -48,6 +48,8 @@ pub(crate) struct Hold {
     span: Option<Mutex<Option<Span>>>,
     /// The request it was taken for (set by the HTTP layer).
     label: OnceLock<super::registry::RequestLabel>,
+    /// Its place in the manager's list of live holds (`None`: holds are not listed).
+    listed: Option<usize>,
 }
 
 /// What a new hold is made of.
@@ -69,26 +71,30 @@ impl Hold {
     pub(super) fn new(new: NewHold) -> Arc<Hold> {
         let margin = new.manager.loss_margin(new.lease);
         let span = telemetry::hold_span(&new.key, new.kind, &new.owner);
-        let hold = Arc::new(Hold {
-            loss: Loss::new(new.acquired_at + new.lease, margin),
-            manager: new.manager,
-            key: new.key,
-            kind: new.kind,
-            owner: new.owner,
-            lease: new.lease,
-            renewed: new.renewed,
-            count: Count::new(1),
-            gate: RenewGate::default(),
-            claim: Mutex::new(new.claim),
-            acquired_at: new.acquired_at,
-            span: (!span.is_disabled()).then(|| Mutex::new(Some(span))),
-            label: OnceLock::new(),
-        });
-        if hold.manager.settings().track_holds {
-            let listed: std::sync::Weak<dyn Listed> = Arc::downgrade(&hold) as _;
-            hold.manager.registry().add(&hold.key, slot(&hold), listed);
-        }
-        hold
+        let track = new.manager.settings().track_holds;
+        Arc::new_cyclic(|hold| {
+            // Listed before it can be seen: `local_holds` skips a hold it cannot upgrade.
+            let listed = track.then(|| {
+                let hold: std::sync::Weak<dyn Listed> = hold.clone() as _;
+                new.manager.registry().add(&new.key, hold)
+            });
+            Hold {
+                loss: Loss::new(new.acquired_at + new.lease, margin),
+                manager: new.manager,
+                key: new.key,
+                kind: new.kind,
+                owner: new.owner,
+                lease: new.lease,
+                renewed: new.renewed,
+                count: Count::new(1),
+                gate: RenewGate::default(),
+                claim: Mutex::new(new.claim),
+                acquired_at: new.acquired_at,
+                span: (!span.is_disabled()).then(|| Mutex::new(Some(span))),
+                label: OnceLock::new(),
+                listed,
+            }
+        })
     }
 
     /// Records the request it was taken for (the first one recorded stays).
@@ -248,15 +254,10 @@ impl Counts for Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        if self.manager.settings().track_holds {
-            self.manager.registry().remove(&self.key, slot(self));
+        if let Some(place) = self.listed {
+            self.manager.registry().remove(&self.key, place);
         }
     }
-}
-
-/// A hold's place in the registry: where its data lives (stable while it lives).
-fn slot(hold: &Hold) -> usize {
-    hold as *const Hold as usize
 }
 
 impl Listed for Hold {

@@ -1,7 +1,6 @@
 //! This process's holds, for operators: every live hold of a manager, with the request
 //! that took it when the HTTP layer did (method, path, when it started).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -57,8 +56,6 @@ pub(super) trait Listed: Send + Sync {
     fn local_view(&self) -> LocalHold;
 }
 
-type Entries = HashMap<usize, Weak<dyn Listed>>;
-
 /// The holds of one manager, split by name like the wait queues.
 #[derive(Default)]
 pub(crate) struct Registry {
@@ -71,6 +68,15 @@ const SHARDS: usize = 16;
 #[repr(align(64))]
 struct RegistryShard(Mutex<Entries>);
 
+/// A shard's holds in numbered places (a hold keeps its number): adding and removing one
+/// is a few stores under the mutex, with no hashing and, once the places exist, no
+/// allocation (this runs twice for every lock taken).
+#[derive(Default)]
+struct Entries {
+    places: Vec<Option<Weak<dyn Listed>>>,
+    free: Vec<usize>,
+}
+
 impl Registry {
     fn shard(&self, key: &LockKey) -> std::sync::MutexGuard<'_, Entries> {
         self.shards[key.shard(SHARDS)]
@@ -79,15 +85,36 @@ impl Registry {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new hold of `key`, until it is dropped; `slot`: where its data lives (stable while
-    /// it lives).
-    pub(super) fn add(&self, key: &LockKey, slot: usize, hold: Weak<dyn Listed>) {
-        self.shard(key).insert(slot, hold);
+    /// A new hold of `key`, until [`remove`](Self::remove) is called with the place it
+    /// is given.
+    pub(super) fn add(&self, key: &LockKey, hold: Weak<dyn Listed>) -> usize {
+        let mut entries = self.shard(key);
+        match entries.free.pop() {
+            Some(place) => {
+                entries.places[place] = Some(hold);
+                place
+            }
+            None => {
+                entries.places.push(Some(hold));
+                entries.places.len() - 1
+            }
+        }
     }
 
-    /// A hold that is being dropped.
-    pub(super) fn remove(&self, key: &LockKey, slot: usize) {
-        self.shard(key).remove(&slot);
+    /// A hold that is being dropped, at the place [`add`](Self::add) gave it.
+    pub(super) fn remove(&self, key: &LockKey, place: usize) {
+        let mut entries = self.shard(key);
+        let entries = &mut *entries;
+        if let Some(entry) = entries.places.get_mut(place) {
+            *entry = None;
+            entries.free.push(place);
+        }
+        if entries.free.len() == entries.places.len() {
+            // Nobody left in this shard: the places go (a burst of holds does not keep
+            // its memory).
+            entries.places.clear();
+            entries.free.clear();
+        }
     }
 
     /// What operators see of the holds alive now.
@@ -97,7 +124,12 @@ impl Registry {
             .flat_map(|shard| {
                 let holds: Vec<Arc<dyn Listed>> = {
                     let entries = shard.0.lock().unwrap_or_else(|e| e.into_inner());
-                    entries.values().filter_map(Weak::upgrade).collect()
+                    entries
+                        .places
+                        .iter()
+                        .flatten()
+                        .filter_map(Weak::upgrade)
+                        .collect()
                 };
                 holds
                     .iter()
@@ -105,5 +137,67 @@ impl Registry {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::OwnerId;
+
+    struct Shown(LockKey);
+
+    impl Listed for Shown {
+        fn local_view(&self) -> LocalHold {
+            LocalHold {
+                key: self.0.clone(),
+                kind: LockKind::Plain,
+                owner: OwnerId::from_raw("owner:1"),
+                held_for: Duration::ZERO,
+                renewed: false,
+                lost: false,
+                request: None,
+            }
+        }
+    }
+
+    fn names(registry: &Registry) -> Vec<String> {
+        let mut names: Vec<_> = registry
+            .views()
+            .into_iter()
+            .map(|hold| hold.key.as_str().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn places_are_reused_and_a_removed_hold_is_never_listed() {
+        let registry = Registry::default();
+        let key = LockKey::new("", "same-shard", 100).unwrap();
+        let holds: Vec<Arc<dyn Listed>> = (0..3)
+            .map(|_| Arc::new(Shown(key.clone())) as Arc<dyn Listed>)
+            .collect();
+        let places: Vec<usize> = holds
+            .iter()
+            .map(|hold| registry.add(&key, Arc::downgrade(hold)))
+            .collect();
+        assert_eq!(places, [0, 1, 2]);
+        registry.remove(&key, places[1]);
+        assert_eq!(names(&registry).len(), 2);
+        let again = Arc::new(Shown(key.clone())) as Arc<dyn Listed>;
+        assert_eq!(
+            registry.add(&key, Arc::downgrade(&again)),
+            1,
+            "the free place"
+        );
+        assert_eq!(names(&registry).len(), 3);
+        for place in [0, 1, 2] {
+            registry.remove(&key, place);
+        }
+        assert!(names(&registry).is_empty());
+        // Emptied: numbering starts over.
+        assert_eq!(registry.add(&key, Arc::downgrade(&again)), 0);
+        assert_eq!(names(&registry), ["same-shard"]);
     }
 }
