@@ -184,6 +184,7 @@ impl Loss {
     }
 
     /// When the lease may end at the earliest.
+    #[cfg(any(feature = "axum", test))]
     pub(crate) fn valid_until(&self) -> Instant {
         self.state().valid_until
     }

@@ -78,7 +78,8 @@ impl Want {
         }
         let keeper = Keeper::new(lease);
         if spawn_watchdog {
-            let due = keeper.first_due(&*hold);
+            // The hold was just made: its lease runs from `acquired_at`.
+            let due = keeper.due_after(acquired_at);
             hold.manager()
                 .renewals()
                 .schedule(hold.clone(), keeper, due);

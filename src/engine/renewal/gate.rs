@@ -23,8 +23,14 @@ struct GateState {
     slot: Option<ScheduleSlot>,
 }
 
-/// A place in the renewal schedule: when it is due, and a number that makes it unique.
-pub(crate) type ScheduleSlot = (Instant, u64);
+/// A hold's place in the renewal schedule; the number in each makes it unique.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScheduleSlot {
+    /// Scheduled since the renewal task last looked: a numbered place among those.
+    Fresh { place: usize, id: u64 },
+    /// Sorted by the task: when it is due.
+    Sorted(Instant, u64),
+}
 
 impl RenewGate {
     fn state(&self) -> std::sync::MutexGuard<'_, GateState> {

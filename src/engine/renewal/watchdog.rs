@@ -28,9 +28,16 @@ impl Keeper {
         }
     }
 
-    /// When the first renewal of `hold` is due.
+    /// When the first renewal of `hold` is due (its lease may have been set again since
+    /// it was taken).
+    #[cfg(any(feature = "axum", test))]
     pub(crate) fn first_due(&self, hold: &dyn Renewable) -> Instant {
-        hold.loss().valid_until() - self.lease + self.period
+        self.due_after(hold.loss().valid_until() - self.lease)
+    }
+
+    /// When the first renewal of a lease that started at `lease_from` is due.
+    pub(crate) fn due_after(&self, lease_from: Instant) -> Instant {
+        lease_from + self.period
     }
 }
 
