@@ -225,7 +225,7 @@ impl LockRequest {
         };
         let want = self.want(key.clone());
         let sent = Instant::now();
-        match inner.store().acquire_now(&want.args(false)) {
+        match inner.store().acquire_now(&want.args(false), sent) {
             Some(Ok(Attempt::Acquired)) => {}
             // Busy, an error or no answer: the waiting path tries again (and queues).
             _ => return Err(self),

@@ -8,6 +8,8 @@
 use std::any::Any;
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use crate::backend::{
     AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, ForceUnlocked,
     LeaveArgs, LockInfo, MemoryBackend, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
@@ -55,9 +57,15 @@ impl Store {
 
     /// An acquisition answered at once by an in-process backend (`None`: use
     /// [`acquire`](Self::acquire)). An answer is final: an error means nothing was taken.
-    pub(crate) fn acquire_now(&self, args: &AcquireArgs) -> Option<Result<Attempt, BackendError>> {
+    /// `sent`: the time read just before, from which the caller counts the lease (the
+    /// table's lease runs from the same instant).
+    pub(crate) fn acquire_now(
+        &self,
+        args: &AcquireArgs,
+        sent: Instant,
+    ) -> Option<Result<Attempt, BackendError>> {
         match self {
-            Store::InProcess(memory) => Some(memory.take(args)),
+            Store::InProcess(memory) => Some(memory.take(args, sent)),
             Store::Backend(_) => None,
         }
     }

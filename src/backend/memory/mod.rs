@@ -129,40 +129,44 @@ impl MemoryBackend {
     }
 
     /// An acquisition, answered at once: each kind by its own rules.
-    pub(crate) fn take(&self, args: &AcquireArgs) -> Result<Attempt, BackendError> {
+    pub(crate) fn take(&self, args: &AcquireArgs, now: Instant) -> Result<Attempt, BackendError> {
         if args.unless_recorded && !(args.kind.rules().records && args.expected == 0) {
             return Err(BackendError::new(format!(
                 "a lock with a record is a plain lock taken once (not a {} lock, not a reentry)",
                 args.kind.name()
             )));
         }
-        let attempt = match args.kind {
-            LockKind::Plain if args.unless_recorded => self
-                .with_swept_locks(&args.key, |locks, now| {
-                    plain::take_unless_recorded(locks, args, now)
-                }),
-            LockKind::Plain => self.with_swept_locks(&args.key, |locks, now| {
-                match plain::take(locks, args, now) {
-                    Ok(_) => Attempt::Acquired,
-                    Err(attempt) => attempt,
+        let attempt =
+            match args.kind {
+                LockKind::Plain if args.unless_recorded => {
+                    self.with_swept_locks(&args.key, now, |locks, now| {
+                        plain::take_unless_recorded(locks, args, now)
+                    })
                 }
-            }),
-            LockKind::Fenced => {
-                self.with_swept_locks(&args.key, |locks, now| fenced::take(locks, args, now))
-            }
-            LockKind::Read | LockKind::Write => {
-                self.with_swept_locks(&args.key, |locks, now| read_write::take(locks, args, now))
-            }
-            LockKind::Fair => {
-                let (attempt, turn) =
-                    self.with_swept_locks(&args.key, |locks, now| fair::take(locks, args, now));
-                self.tell_turn(turn);
-                attempt
-            }
-            LockKind::Semaphore(_) => {
-                self.with_locks(&args.key, |locks, now| semaphore::take(locks, args, now))
-            }
-        };
+                LockKind::Plain => self.with_swept_locks(&args.key, now, |locks, now| {
+                    match plain::take(locks, args, now) {
+                        Ok(_) => Attempt::Acquired,
+                        Err(attempt) => attempt,
+                    }
+                }),
+                LockKind::Fenced => self
+                    .with_swept_locks(&args.key, now, |locks, now| fenced::take(locks, args, now)),
+                LockKind::Read | LockKind::Write => {
+                    self.with_swept_locks(&args.key, now, |locks, now| {
+                        read_write::take(locks, args, now)
+                    })
+                }
+                LockKind::Fair => {
+                    let (attempt, turn) = self.with_swept_locks(&args.key, now, |locks, now| {
+                        fair::take(locks, args, now)
+                    });
+                    self.tell_turn(turn);
+                    attempt
+                }
+                LockKind::Semaphore(_) => self.with_locks_at(&args.key, now, |locks, now| {
+                    semaphore::take(locks, args, now)
+                }),
+            };
         Ok(attempt)
     }
 
@@ -215,18 +219,33 @@ impl MemoryBackend {
 
     /// [`with_locks`](Self::with_locks), with the table's expired entries swept first
     /// when it has grown (see [`Locks::sweep`]).
-    fn with_swept_locks<T>(&self, key: &LockKey, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
-        self.with_locks(key, |locks, now| {
+    fn with_swept_locks<T>(
+        &self,
+        key: &LockKey,
+        now: Instant,
+        f: impl FnOnce(&mut Locks, Instant) -> T,
+    ) -> T {
+        self.with_locks_at(key, now, |locks, now| {
             locks.sweep(now);
             f(locks, now)
         })
     }
 
-    /// Runs `f` on the part of the table that holds `key`.
+    /// Runs `f` on the part of the table that holds `key`, now.
     fn with_locks<T>(&self, key: &LockKey, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
+        self.with_locks_at(key, Instant::now(), f)
+    }
+
+    /// Runs `f` on the part of the table that holds `key`, at `now` (read just before).
+    fn with_locks_at<T>(
+        &self,
+        key: &LockKey,
+        now: Instant,
+        f: impl FnOnce(&mut Locks, Instant) -> T,
+    ) -> T {
         let shard = &self.shards[key.shard(SHARDS)];
         let mut locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut locks, Instant::now())
+        f(&mut locks, now)
     }
 }
 
@@ -236,7 +255,7 @@ fn ready<T: Send + 'static>(value: T) -> BoxFuture<T> {
 
 impl Backend for MemoryBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
-        ready(self.take(&args))
+        ready(self.take(&args, Instant::now()))
     }
 
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {

@@ -60,8 +60,21 @@ pub(in crate::backend) fn take_unless_recorded(
 
 /// A release (also a fair or fenced lock's).
 pub(in crate::backend) fn release(locks: &mut Locks, args: &ReleaseArgs, now: Instant) -> Released {
-    let Some(Entry::Plain(holder)) = locks.live(&args.key, now) else {
-        return Released::NotHeld;
+    // Looked up once here (`live` looks twice to hand out a live entry): this runs for
+    // every release.
+    let holder = match locks.held.get_mut(&args.key) {
+        Some(Entry::Plain(holder)) if holder.expires > now => holder,
+        Some(Entry::Plain(_)) => {
+            // Its lease ran out: gone, as on Redis.
+            locks.held.remove(&args.key);
+            return Released::NotHeld;
+        }
+        Some(Entry::Shared(_)) => {
+            // Another kind's lock (`live` drops it if it expired).
+            let _ = locks.live(&args.key, now);
+            return Released::NotHeld;
+        }
+        None => return Released::NotHeld,
     };
     if holder.owner != args.owner {
         return Released::NotHeld;
