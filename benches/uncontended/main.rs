@@ -18,12 +18,61 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fred::prelude::*;
 use tower_lock::backend::{AcquireArgs, Backend, RedisBackend, ReleaseArgs};
 use tower_lock::lock::{LockKind, OwnerId};
 use tower_lock::LockManager;
+
+/// The system allocator, counting allocations (one relaxed add each: this binary runs one
+/// operation at a time).
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Allocations per run of `f`, over `n` runs (after a warm-up of `n / 10`).
+async fn allocations_per<F: std::future::Future>(n: usize, mut f: impl FnMut() -> F) -> f64 {
+    for _ in 0..n / 10 {
+        f().await;
+    }
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..n {
+        f().await;
+    }
+    (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / n as f64
+}
+
+/// An uncontended acquire + release on the in-memory backend.
+async fn memory_pair(memory: &LockManager) {
+    let guard = memory.lock("bench:s1").acquire().await.expect("acquire");
+    let released = guard.release().await.expect("release");
+    assert_eq!(released, tower_lock::lock::Released::Unlocked);
+}
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -81,9 +130,7 @@ async fn run(part: Option<String>, n: usize) {
         // The in-memory backend: no Redis, no I/O (callgrind's figure in performance.md).
         let memory = LockManager::memory();
         for _ in 0..n {
-            let guard = memory.lock("bench:s1").acquire().await.expect("acquire");
-            let released = guard.release().await.expect("release");
-            assert_eq!(released, tower_lock::lock::Released::Unlocked);
+            memory_pair(&memory).await;
         }
         return;
     }
@@ -197,6 +244,29 @@ async fn run(part: Option<String>, n: usize) {
         "| manager (acquire + release) | | {:.2} |",
         over(p50s[1]) + over(p50s[2])
     );
+    println!(
+        "| backend (acquire + release): the scripts alone | | {:.2} |",
+        over(p50s[3]) + over(p50s[4])
+    );
+    let counted = (n / 10).max(1_000);
+    let memory = LockManager::memory();
+    let memory_allocations = allocations_per(counted, || memory_pair(&memory)).await;
+    let engine_allocations = allocations_per(counted, engine).await;
+    let backend_allocations = allocations_per(counted, || async {
+        raw.acquire().await;
+        raw.release().await;
+    })
+    .await;
+    let eval_allocations = allocations_per(counted, || async {
+        eval().await;
+        eval().await;
+    })
+    .await;
+    println!("\nheap allocations per acquire + release (this process, every thread):");
+    println!("  memory backend       {memory_allocations:.2}");
+    println!("  Redis, manager       {engine_allocations:.2}");
+    println!("  Redis, backend alone {backend_allocations:.2}");
+    println!("  two EVAL \"return 1\" {eval_allocations:.2}");
     let stats: String = admin
         .info(Some(fred::types::InfoKind::CommandStats))
         .await

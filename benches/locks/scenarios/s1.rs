@@ -1,5 +1,8 @@
 //! S1: one client, uncontended acquire + release, against the EVAL floor.
 
+use tower_lock::backend::{AcquireArgs, Attempt, Backend, ReleaseArgs};
+use tower_lock::lock::{LockKey, LockKind, OwnerId, Released};
+
 use super::*;
 
 /// S1: uncontended acquire + release, against a trivial EVAL through the same client.
@@ -21,7 +24,13 @@ pub(super) async fn s1_redis(
 ) -> Duration {
     let backend = RedisBackend::connect(url).await.expect("connect");
     let client = backend.client().clone();
-    let locks = LockManager::builder().backend(backend);
+    let locks = LockManager::builder().backend(backend.clone());
+    // The same script calls with no engine around them: what Redis and fred alone cost.
+    let scripts = Scripts {
+        backend,
+        key: locks.key("bench:s1:scripts").expect("a valid name"),
+        owner: OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1"),
+    };
     let n = scale.s1_iterations;
     let mut eval = Vec::with_capacity(n);
     let (mut acquire, mut release, mut both) = (
@@ -29,6 +38,7 @@ pub(super) async fn s1_redis(
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
+    let (mut scripts_acquire, mut scripts_release) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for round in 0..(n + n / 10) {
         let t = Instant::now();
         let _: i64 = client
@@ -42,12 +52,20 @@ pub(super) async fn s1_redis(
         let t = Instant::now();
         let _ = guard.release().await.unwrap();
         let r = t.elapsed();
+        let t = Instant::now();
+        scripts.acquire().await;
+        let sa = t.elapsed();
+        let t = Instant::now();
+        scripts.release().await;
+        let sr = t.elapsed();
         if round >= n / 10 {
             // the first tenth warms up
             eval.push(e);
             acquire.push(a);
             release.push(r);
             both.push(a + r);
+            scripts_acquire.push(sa);
+            scripts_release.push(sr);
         }
     }
     let floor = percentile(&mut eval, 50.0);
@@ -98,7 +116,53 @@ pub(super) async fn s1_redis(
         format!("{whole:.2} ×"),
         whole,
     );
+    let alone = ratio(percentile(&mut scripts_acquire, 50.0), floor)
+        + ratio(percentile(&mut scripts_release, 50.0), floor);
+    report.add(
+        scenario,
+        "the scripts alone: the backend's (acquire p50 + release p50) ÷ floor, no engine (same rounds)",
+        format!("{alone:.2} × (the engine adds {:.2})", sum - alone),
+        alone,
+    );
     floor
+}
+
+/// The backend's own acquire and release of one name (no manager, no engine).
+struct Scripts {
+    backend: RedisBackend,
+    key: LockKey,
+    owner: OwnerId,
+}
+
+impl Scripts {
+    async fn acquire(&self) {
+        let args = AcquireArgs {
+            key: self.key.clone(),
+            kind: LockKind::Plain,
+            owner: self.owner.clone(),
+            lease: Duration::from_secs(30),
+            expected: 0,
+            waits: true,
+            unless_recorded: false,
+        };
+        let attempt = self.backend.acquire(args).await.expect("acquire");
+        assert_eq!(attempt, Attempt::Acquired);
+    }
+
+    async fn release(&self) {
+        let args = ReleaseArgs {
+            key: self.key.clone(),
+            kind: LockKind::Plain,
+            owner: self.owner.clone(),
+            lease: Duration::from_secs(30),
+            expected: 1,
+            successor: None,
+            announce_run: None,
+            record: None,
+        };
+        let released = self.backend.release(args).await.expect("release");
+        assert_eq!(released.released, Released::Unlocked);
+    }
 }
 
 /// The memory backend against an uncontended tokio Mutex, timed in batches of 100.
