@@ -39,7 +39,11 @@ impl Hash for LockKey {
 /// requests: a keyed hash keeps colliding names from being chosen on purpose).
 fn key_hash(text: &str) -> u64 {
     static KEYS: OnceLock<RandomState> = OnceLock::new();
-    KEYS.get_or_init(RandomState::new).hash_one(text)
+    let mut hasher = KEYS.get_or_init(RandomState::new).build_hasher();
+    // The bytes alone (`str`'s `Hash` adds a terminator, for strings hashed one after
+    // another; a key's text is hashed alone).
+    hasher.write(text.as_bytes());
+    hasher.finish()
 }
 
 /// For maps keyed by [`LockKey`]: uses the hash the key carries instead of hashing again.
