@@ -4,6 +4,8 @@
 //! Starts its own redis-server on a loopback port (or uses `REDIS_URL`), prints a markdown
 //! table, and writes `target/bench-locks.json` and `target/bench-locks-handover.svg`.
 
+#[path = "../common/script_calls.rs"]
+mod script_calls;
 #[path = "../../tests/support/mod.rs"]
 #[allow(unused_imports)]
 mod support;

@@ -15,6 +15,8 @@
 //! `engine`, or `memory`: the in-memory backend, no Redis) and a count, it runs only that
 //! part, so that a profiler's count for `n` and for `3n` operations gives the cost of one.
 
+#[path = "../common/script_calls.rs"]
+mod script_calls;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -23,8 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fred::prelude::*;
-use tower_lock::backend::{AcquireArgs, Backend, RedisBackend, ReleaseArgs};
-use tower_lock::lock::{LockKind, OwnerId};
+use script_calls::ScriptCalls;
+use tower_lock::backend::RedisBackend;
 use tower_lock::LockManager;
 
 /// The system allocator, counting allocations (one relaxed add each: this binary runs one
@@ -89,42 +91,6 @@ fn main() {
     runtime.block_on(run(part, n));
 }
 
-/// One backend operation's arguments, on `key` for `owner`.
-struct Raw {
-    backend: RedisBackend,
-    key: tower_lock::lock::LockKey,
-    owner: OwnerId,
-}
-
-impl Raw {
-    async fn acquire(&self) {
-        let args = AcquireArgs {
-            key: self.key.clone(),
-            kind: LockKind::Plain,
-            owner: self.owner.clone(),
-            lease: Duration::from_secs(30),
-            expected: 0,
-            waits: false,
-            unless_recorded: false,
-        };
-        self.backend.acquire(args).await.expect("acquire");
-    }
-
-    async fn release(&self) {
-        let args = ReleaseArgs {
-            key: self.key.clone(),
-            kind: LockKind::Plain,
-            owner: self.owner.clone(),
-            lease: Duration::from_secs(30),
-            expected: 1,
-            successor: None,
-            announce_run: None,
-            record: None,
-        };
-        self.backend.release(args).await.expect("release");
-    }
-}
-
 async fn run(part: Option<String>, n: usize) {
     if part.as_deref() == Some("memory") {
         // The in-memory backend: no Redis, no I/O (callgrind's figure in performance.md).
@@ -139,11 +105,10 @@ async fn run(part: Option<String>, n: usize) {
     let backend = RedisBackend::connect(&url).await.expect("connect");
     let client = backend.client().clone();
     let locks = LockManager::builder().backend(backend.clone());
-    let raw = Raw {
+    let raw = ScriptCalls::new(
         backend,
-        key: locks.key("bench:uncontended:raw").expect("a valid name"),
-        owner: OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1"),
-    };
+        locks.key("bench:uncontended:raw").expect("a valid name"),
+    );
     let eval = || async {
         let _: i64 = client
             .eval("return 1", Vec::<String>::new(), Vec::<String>::new())

@@ -95,6 +95,16 @@ pub async fn queued_waiter(
     queued_for(manager, name, wait, |locks, name| locks.lock(name)).await
 }
 
+/// A task waiting up to `wait` for one permit of `manager`'s semaphore `name` (limit 1),
+/// returned once it is queued.
+pub async fn queued_permit_waiter(
+    manager: &LockManager,
+    name: &str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<tower_lock::lock::LockGuard, LockError>> {
+    queued_for(manager, name, wait, |locks, name| locks.semaphore(name, 1)).await
+}
+
 /// A task acquiring what `request` asks of `manager` for `name` (a lock of any kind, a
 /// semaphore's permits) with `wait`, returned once it is queued in `manager`.
 pub async fn queued_for(

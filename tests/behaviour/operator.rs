@@ -9,7 +9,7 @@ use tower_lock::admin::{HolderSide, InspectedKind};
 use tower_lock::lock::Released;
 use tower_lock::LockError;
 
-use crate::ctx::{queued_for, queued_waiter, Ctx};
+use crate::ctx::{queued_for, queued_permit_waiter, queued_waiter, Ctx};
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
@@ -128,7 +128,7 @@ async fn force_unlock_wakes_the_waiter_and_tells_the_holder(backend: BackendUnde
         let waiter = match kind {
             "lock" => queued_waiter(&other, &name, wait).await,
             "write" => queued_for(&other, &name, wait, |locks, name| locks.write_lock(name)).await,
-            _ => queued_for(&other, &name, wait, |locks, name| locks.semaphore(name, 1)).await,
+            _ => queued_permit_waiter(&other, &name, wait).await,
         };
         let freed = ctx.manager.force_unlock(&name, "the test").await.unwrap();
         assert_eq!(freed.freed, 1, "{kind}");
@@ -221,13 +221,7 @@ async fn this_process_lists_its_holds_and_waiters(backend: BackendUnderTest) {
         (guard.owner().as_str(), guard.kind())
     );
     assert!(mine[0].renewed && !mine[0].lost && mine[0].request.is_none());
-    let waiter = queued_for(
-        &ctx.manager,
-        &name,
-        Duration::from_secs(30),
-        |locks, name| locks.semaphore(name, 1),
-    )
-    .await;
+    let waiter = queued_permit_waiter(&ctx.manager, &name, Duration::from_secs(30)).await;
     let waiting = ctx.manager.local_waiters();
     assert!(
         waiting.iter().any(|(key, n)| key == guard.key() && *n == 1),

@@ -9,7 +9,7 @@ use tower_lock::backend::{AcquireArgs, Attempt, ReleaseArgs};
 use tower_lock::lock::{LockKey, LockKind, OwnerId, Permits, Released, MAX_PERMITS};
 use tower_lock::LockError;
 
-use crate::ctx::{queued_for, Ctx};
+use crate::ctx::{queued_permit_waiter, Ctx};
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
@@ -136,13 +136,7 @@ async fn the_limit_is_set_on_first_use_and_changed_explicitly(backend: BackendUn
         busy(ctx.manager.semaphore(&name, 5).try_acquire().await),
         "the limit in force is the first one"
     );
-    let waiter = queued_for(
-        &ctx.manager,
-        &name,
-        Duration::from_secs(60),
-        |locks, name| locks.semaphore(name, 1),
-    )
-    .await;
+    let waiter = queued_permit_waiter(&ctx.manager, &name, Duration::from_secs(60)).await;
     ctx.manager.set_semaphore_limit(&name, 3).await.unwrap();
     let second = waiter.await.unwrap().unwrap();
     let third = ctx.manager.semaphore(&name, 1).try_acquire().await.unwrap();

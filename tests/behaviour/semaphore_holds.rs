@@ -9,7 +9,7 @@ use fred::prelude::{KeysInterface, SortedSetsInterface};
 use tower_lock::backend::{Attempt, ReleaseArgs, Successor};
 use tower_lock::lock::{LockKind, OwnerId, Permits, Released};
 
-use crate::ctx::{queued_for, Ctx};
+use crate::ctx::{queued_for, queued_permit_waiter, Ctx};
 use crate::semaphore::{busy, deadlines_key, first_acquisition};
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
@@ -151,13 +151,7 @@ async fn a_release_lets_the_next_local_waiter_in(backend: BackendUnderTest) {
     let ctx = Ctx::new(backend).await;
     let name = support::unique("sem-next");
     let holder = ctx.manager.semaphore(&name, 1).acquire().await.unwrap();
-    let waiter = queued_for(
-        &ctx.manager,
-        &name,
-        Duration::from_secs(60),
-        |locks, name| locks.semaphore(name, 1),
-    )
-    .await;
+    let waiter = queued_permit_waiter(&ctx.manager, &name, Duration::from_secs(60)).await;
     let released = holder.release().await.unwrap();
     assert!(
         matches!(released, Released::HandedOver | Released::Unlocked),

@@ -1,9 +1,7 @@
 //! S1: one client, uncontended acquire + release, against the EVAL floor.
 
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, ReleaseArgs};
-use tower_lock::lock::{LockKey, LockKind, OwnerId, Released};
-
 use super::*;
+use crate::script_calls::ScriptCalls;
 
 /// S1: uncontended acquire + release, against a trivial EVAL through the same client.
 pub(super) async fn s1(url: &str, scale: Scale, report: &mut Report) -> Duration {
@@ -26,11 +24,10 @@ pub(super) async fn s1_redis(
     let client = backend.client().clone();
     let locks = LockManager::builder().backend(backend.clone());
     // The same script calls with no engine around them: what Redis and fred alone cost.
-    let scripts = Scripts {
+    let scripts = ScriptCalls::new(
         backend,
-        key: locks.key("bench:s1:scripts").expect("a valid name"),
-        owner: OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1"),
-    };
+        locks.key("bench:s1:scripts").expect("a valid name"),
+    );
     let n = scale.s1_iterations;
     let mut eval = Vec::with_capacity(n);
     let (mut acquire, mut release, mut both) = (
@@ -40,12 +37,7 @@ pub(super) async fn s1_redis(
     );
     let (mut scripts_acquire, mut scripts_release) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for round in 0..(n + n / 10) {
-        let t = Instant::now();
-        let _: i64 = client
-            .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
-            .await
-            .unwrap();
-        let e = t.elapsed();
+        let e = eval_floor(&client).await;
         let t = Instant::now();
         let guard = locks.lock("bench:s1").acquire().await.unwrap();
         let a = t.elapsed();
@@ -113,12 +105,7 @@ pub(super) async fn s1_redis(
     // release taking turns.
     let mut scripts_floor = Vec::with_capacity(n);
     for round in 0..(n + n / 10) {
-        let t = Instant::now();
-        let _: i64 = client
-            .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
-            .await
-            .unwrap();
-        let e = t.elapsed();
+        let e = eval_floor(&client).await;
         let t = Instant::now();
         scripts.acquire().await;
         let sa = t.elapsed();
@@ -143,42 +130,14 @@ pub(super) async fn s1_redis(
     floor
 }
 
-/// The backend's own acquire and release of one name (no manager, no engine).
-struct Scripts {
-    backend: RedisBackend,
-    key: LockKey,
-    owner: OwnerId,
-}
-
-impl Scripts {
-    async fn acquire(&self) {
-        let args = AcquireArgs {
-            key: self.key.clone(),
-            kind: LockKind::Plain,
-            owner: self.owner.clone(),
-            lease: Duration::from_secs(30),
-            expected: 0,
-            waits: true,
-            unless_recorded: false,
-        };
-        let attempt = self.backend.acquire(args).await.expect("acquire");
-        assert_eq!(attempt, Attempt::Acquired);
-    }
-
-    async fn release(&self) {
-        let args = ReleaseArgs {
-            key: self.key.clone(),
-            kind: LockKind::Plain,
-            owner: self.owner.clone(),
-            lease: Duration::from_secs(30),
-            expected: 1,
-            successor: None,
-            announce_run: None,
-            record: None,
-        };
-        let released = self.backend.release(args).await.expect("release");
-        assert_eq!(released.released, Released::Unlocked);
-    }
+/// One `EVAL "return 1"` through `client`, timed: the floor.
+async fn eval_floor(client: &Client) -> Duration {
+    let t = Instant::now();
+    let _: i64 = client
+        .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
+        .await
+        .unwrap();
+    t.elapsed()
 }
 
 /// The memory backend against an uncontended tokio Mutex, timed in batches of 100.
