@@ -136,37 +136,32 @@ impl MemoryBackend {
                 args.kind.name()
             )));
         }
-        let attempt =
-            match args.kind {
-                LockKind::Plain if args.unless_recorded => {
-                    self.with_swept_locks(&args.key, now, |locks, now| {
-                        plain::take_unless_recorded(locks, args, now)
-                    })
-                }
-                LockKind::Plain => self.with_swept_locks(&args.key, now, |locks, now| {
-                    match plain::take(locks, args, now) {
-                        Ok(_) => Attempt::Acquired,
-                        Err(attempt) => attempt,
-                    }
-                }),
-                LockKind::Fenced => self
-                    .with_swept_locks(&args.key, now, |locks, now| fenced::take(locks, args, now)),
-                LockKind::Read | LockKind::Write => {
-                    self.with_swept_locks(&args.key, now, |locks, now| {
-                        read_write::take(locks, args, now)
-                    })
-                }
-                LockKind::Fair => {
-                    let (attempt, turn) = self.with_swept_locks(&args.key, now, |locks, now| {
-                        fair::take(locks, args, now)
-                    });
-                    self.tell_turn(turn);
-                    attempt
-                }
-                LockKind::Semaphore(_) => self.with_locks_at(&args.key, now, |locks, now| {
-                    semaphore::take(locks, args, now)
-                }),
-            };
+        let mut locks = self.locks(&args.key);
+        let locks_now = &mut *locks;
+        // Expired holds are swept when the table has grown (a semaphore reclaims its own
+        // expired permits when it needs them).
+        if !matches!(args.kind, LockKind::Semaphore(_)) {
+            locks_now.sweep(now);
+        }
+        let attempt = match args.kind {
+            LockKind::Plain if args.unless_recorded => {
+                plain::take_unless_recorded(locks_now, args, now)
+            }
+            LockKind::Plain => match plain::take(locks_now, args, now) {
+                Ok(_) => Attempt::Acquired,
+                Err(attempt) => attempt,
+            },
+            LockKind::Fenced => fenced::take(locks_now, args, now),
+            LockKind::Read | LockKind::Write => read_write::take(locks_now, args, now),
+            LockKind::Semaphore(_) => semaphore::take(locks_now, args, now),
+            LockKind::Fair => {
+                let (attempt, turn) = fair::take(locks_now, args, now);
+                // Outside the table's mutex: it reaches other managers.
+                drop(locks);
+                self.tell_turn(turn);
+                attempt
+            }
+        };
         Ok(attempt)
     }
 
@@ -217,35 +212,15 @@ impl MemoryBackend {
         Ok(ReleaseReply::new(released))
     }
 
-    /// [`with_locks`](Self::with_locks), with the table's expired entries swept first
-    /// when it has grown (see [`Locks::sweep`]).
-    fn with_swept_locks<T>(
-        &self,
-        key: &LockKey,
-        now: Instant,
-        f: impl FnOnce(&mut Locks, Instant) -> T,
-    ) -> T {
-        self.with_locks_at(key, now, |locks, now| {
-            locks.sweep(now);
-            f(locks, now)
-        })
-    }
-
     /// Runs `f` on the part of the table that holds `key`, now.
     fn with_locks<T>(&self, key: &LockKey, f: impl FnOnce(&mut Locks, Instant) -> T) -> T {
-        self.with_locks_at(key, Instant::now(), f)
+        f(&mut self.locks(key), Instant::now())
     }
 
-    /// Runs `f` on the part of the table that holds `key`, at `now` (read just before).
-    fn with_locks_at<T>(
-        &self,
-        key: &LockKey,
-        now: Instant,
-        f: impl FnOnce(&mut Locks, Instant) -> T,
-    ) -> T {
+    /// The part of the table that holds `key`.
+    fn locks(&self, key: &LockKey) -> std::sync::MutexGuard<'_, Locks> {
         let shard = &self.shards[key.shard(SHARDS)];
-        let mut locks = shard.0.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut locks, now)
+        shard.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
