@@ -11,14 +11,21 @@ use crate::key::LockKey;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum LockError {
-    /// Another owner held the lock for the whole wait.
+    /// Another owner held the lock for the whole wait, or (for a new reader) writers
+    /// waiting for it held the reader back.
+    #[non_exhaustive]
     TimedOut {
         /// The busy lock.
         key: LockKey,
         /// How long this request waited (zero for a single try).
         waited: Duration,
-        /// The holder's remaining lease as last seen, when it has one.
+        /// The holder's remaining lease as last seen, when it has one (`None` also when
+        /// the last attempt was [`held_back`](LockError::TimedOut::held_back)).
         holder_lease: Option<Duration>,
+        /// A read lock's last attempt was held back by a writer that waits for the lock:
+        /// new readers wait while a writer waits (so that a stream of readers cannot keep
+        /// writers out), whether the lock itself was free or shared by readers then.
+        held_back: bool,
     },
     /// The backend could not be reached or answered with an error. The lock state is
     /// unknown to this caller; an acquisition that may have landed is cleaned up in the
@@ -58,6 +65,14 @@ pub enum LockError {
         /// The record a release left with the lock.
         record: bytes::Bytes,
     },
+    /// The lock is held for other work than this acquisition's (see
+    /// [`LockRequest::unless_recorded_for`](crate::lock::LockRequest::unless_recorded_for)):
+    /// answered at once, nothing was taken. The idempotency layer answers it with `422`:
+    /// the same key for another request.
+    HeldForOtherWork {
+        /// The lock.
+        key: LockKey,
+    },
     /// A guard was asked for a kind of lock its hold cannot become: a read hold cannot
     /// become a write hold (no upgrade: two readers upgrading at once would wait for each
     /// other forever), and a plain lock is not a read-write lock. Answered at once.
@@ -75,9 +90,18 @@ impl fmt::Display for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LockError::TimedOut {
+                key, waited, held_back: true, ..
+            } => write!(
+                f,
+                "lock `{key}` is busy: after waiting {waited:?}, this reader was still held \
+                 back by a writer waiting for the lock (new readers wait while a writer \
+                 waits, so that readers cannot keep writers out)"
+            ),
+            LockError::TimedOut {
                 key,
                 waited,
                 holder_lease,
+                ..
             } => {
                 write!(
                     f,
@@ -101,6 +125,10 @@ impl fmt::Display for LockError {
                 "lock `{key}` has a record ({} bytes): what it guards was done already",
                 record.len()
             ),
+            LockError::HeldForOtherWork { key } => write!(
+                f,
+                "lock `{key}` is held for other work than this acquisition's"
+            ),
             LockError::KindMismatch { key, held, asked } => match (held, asked) {
                 (crate::kind::LockKind::Read, crate::kind::LockKind::Write) => write!(
                     f,
@@ -114,6 +142,23 @@ impl fmt::Display for LockError {
                     asked.name()
                 ),
             },
+        }
+    }
+}
+
+impl LockError {
+    /// [`LockError::TimedOut`], built inside the crate (its fields may grow).
+    pub(crate) fn timed_out(
+        key: LockKey,
+        waited: Duration,
+        holder_lease: Option<Duration>,
+        held_back: bool,
+    ) -> LockError {
+        LockError::TimedOut {
+            key,
+            waited,
+            holder_lease,
+            held_back,
         }
     }
 }

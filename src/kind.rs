@@ -157,6 +157,11 @@ pub(crate) struct Rules {
     /// A waiter marks its wait in the backend, so that newcomers of the shared side hold
     /// back (a writer waiting behind readers); the mark is taken back when it stops.
     pub(crate) marks_waiting: bool,
+    /// A new holder of this kind is held back while a waiter of the other side has its
+    /// wait marked (a new reader, while a writer waits): in the local queue, such waiters
+    /// then leave their turn to the first waiter the marks do not hold back, and only the
+    /// first of them watches for the marks' end.
+    pub(crate) held_back_by_marks: bool,
 }
 
 impl LockKind {
@@ -184,6 +189,7 @@ impl LockKind {
             taken_in_process: false,
             records: false,
             marks_waiting: false,
+            held_back_by_marks: false,
         };
         match self {
             LockKind::Plain => Rules {
@@ -195,6 +201,7 @@ impl LockKind {
             LockKind::Read => Rules {
                 shared: true,
                 tries_in_a_run: true,
+                held_back_by_marks: true,
                 ..ALONE
             },
             LockKind::Write => Rules {

@@ -148,10 +148,12 @@ async fn ten_dead_waiters_cost_one_queue_timeout_in_all() {
     let (guard, held_at) = live.await.unwrap();
     let guard = guard.expect("the live waiter gets the lock");
     let after = held_at.duration_since(killed);
+    // Ten timeouts when dropped one after another; about one when dropped together (the
+    // bound leaves room for a busy machine).
     assert!(
-        after < timeout * 3 / 2,
-        "the live waiter held {after:?} after the kill: the ten dead places must cost one \
-         queue timeout ({timeout:?}) in all (queue was {places:?})"
+        after < timeout * 4,
+        "the live waiter held {after:?} after the kill: the ten dead places must cost about \
+         one queue timeout ({timeout:?}) in all, not one each (queue was {places:?})"
     );
     let order: Vec<String> = redis.lrange(format!("{name}:order"), 0, -1).await.unwrap();
     assert!(order.is_empty(), "a killed waiter held the lock: {order:?}");

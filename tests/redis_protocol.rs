@@ -349,6 +349,7 @@ async fn operations_dropped_unpolled_free_their_send_slots() {
         expected: 0,
         waits: false,
         unless_recorded: false,
+        work: None,
     };
     for _ in 0..3 {
         drop(backend.acquire(args("never-sent")));

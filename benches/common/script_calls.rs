@@ -33,6 +33,7 @@ impl ScriptCalls {
             expected: 0,
             waits: true,
             unless_recorded: false,
+            work: None,
         };
         let attempt = self.backend.acquire(args).await.expect("acquire");
         assert_eq!(attempt, Attempt::Acquired);

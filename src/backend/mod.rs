@@ -51,6 +51,7 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Attempt {
     /// The owner now holds the lock (its count went from `expected` to `expected + 1`).
     Acquired,
@@ -67,6 +68,16 @@ pub enum Attempt {
     /// For an acquisition that asked for it ([`AcquireArgs::unless_recorded`]): the lock
     /// has a record (see [`ReleaseArgs::record`]), so nothing was taken; this is the record.
     Recorded(Bytes),
+    /// A new reader ([`LockKind::Read`]) was held back, whoever holds the lock: a writer
+    /// waits for it and marked its wait (see [`AcquireArgs::waits`]). Nothing was taken. The
+    /// marks run out within this long unless their writers renew them; a writer that gets
+    /// in or stops waiting takes its mark back and tells the waiters as a write release
+    /// does.
+    HeldBack(Duration),
+    /// For an acquisition that named its work ([`AcquireArgs::work`]): the lock is held
+    /// for other work, so this acquisition could never get it for its own and does not
+    /// wait. Nothing was taken.
+    HeldForOtherWork,
 }
 
 impl Attempt {
@@ -101,8 +112,10 @@ pub struct AcquireArgs {
     pub expected: u32,
     /// The acquirer goes on waiting if this attempt finds the lock busy (`false` for a
     /// single try and a reentry). A writer ([`LockKind::Write`]) that waits behind readers
-    /// then marks its wait, so that new readers hold back until it got in or stopped
-    /// waiting ([`Backend::leave_queue`]).
+    /// then marks its wait, so that new readers hold back ([`Attempt::HeldBack`]) until it
+    /// got in or stopped waiting ([`Backend::leave_queue`]). A mark lives a short lease of
+    /// its own (1.5 s) that the writer's next attempts renew (a waiting writer is answered
+    /// `Busy` for at most a third of it), so that a dead writer's mark ends within seconds.
     pub waits: bool,
     /// Take the lock only if it has no record (one left by a release with
     /// [`ReleaseArgs::record`] whose retention has not run out); if it has one, take nothing
@@ -110,6 +123,12 @@ pub struct AcquireArgs {
     /// acquisition (`expected == 0`) of a plain or fenced lock; a backend without records
     /// answers an error. (The idempotency layer runs a handler once per key this way.)
     pub unless_recorded: bool,
+    /// With [`unless_recorded`](Self::unless_recorded): the work the lock is taken for (a
+    /// digest of it: the idempotency layer's request fingerprint). The lock keeps it while
+    /// held, in the same step as the grant; an acquisition for other work that finds the
+    /// lock held for this one answers [`Attempt::HeldForOtherWork`] at once. `None`: no
+    /// work named (it neither checks nor is checked).
+    pub work: Option<Bytes>,
 }
 
 /// One release.

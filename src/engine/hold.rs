@@ -177,6 +177,7 @@ impl Hold {
             expected,
             waits: false,
             unless_recorded: false,
+            work: None,
         }
     }
 

@@ -118,12 +118,11 @@ impl LockRequest<ManyNames> {
     fn waited(&self, error: LockError, started: Instant) -> LockError {
         match error {
             LockError::TimedOut {
-                key, holder_lease, ..
-            } => LockError::TimedOut {
                 key,
-                waited: started.elapsed(),
                 holder_lease,
-            },
+                held_back,
+                ..
+            } => LockError::timed_out(key, started.elapsed(), holder_lease, held_back),
             other => other,
         }
     }

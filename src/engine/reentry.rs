@@ -93,6 +93,7 @@ async fn downgrade(hold: &Arc<Hold>, kind: LockKind) -> Result<LockGuard, LockEr
         lease: hold.lease(),
         renewed: hold.is_renewed(),
         unless_recorded: false,
+        work: None,
     };
     let manager = hold.manager().clone();
     let span = telemetry::acquire_span(&want.key, kind, Duration::ZERO);
@@ -179,7 +180,11 @@ async fn reenter_once(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
             Ok(LockGuard::new(hold, attempt.fencing_token()))
         }
         // (A reentry never asks for a record.)
-        Attempt::Busy(_) | Attempt::Lost | Attempt::Recorded(_) => {
+        Attempt::Busy(_)
+        | Attempt::HeldBack(_)
+        | Attempt::HeldForOtherWork
+        | Attempt::Lost
+        | Attempt::Recorded(_) => {
             hold.mark_lost();
             Err(lost())
         }

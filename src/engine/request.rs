@@ -32,8 +32,11 @@ pub struct LockRequest<Names = OneName> {
     /// failing fast while the backend cannot be reached; an outage is ridden out while the
     /// wait lasts, as by a waiter already queued.
     waiting_already: bool,
-    /// Take the lock only if it has no record (see [`unless_recorded`](Self::unless_recorded)).
-    unless_recorded: bool,
+    /// `Some`: take the lock only if it has no record (see
+    /// [`unless_recorded`](Self::unless_recorded)), for the work it names, if any
+    /// ([`unless_recorded_for`](Self::unless_recorded_for)). Boxed: most requests ask for
+    /// neither, and every request is moved about.
+    unless_recorded: Option<Box<Option<bytes::Bytes>>>,
 }
 
 /// What a [`LockRequest`] for one lock names: its key, or why the name is invalid.
@@ -70,7 +73,7 @@ impl<Names> LockRequest<Names> {
             wait,
             fixed_lease: None,
             waiting_already: false,
-            unless_recorded: false,
+            unless_recorded: None,
         }
     }
 
@@ -138,7 +141,18 @@ impl LockRequest {
     /// # }
     /// ```
     pub fn unless_recorded(mut self) -> Self {
-        self.unless_recorded = true;
+        self.unless_recorded = Some(Box::new(None));
+        self
+    }
+
+    /// [`unless_recorded`](Self::unless_recorded), for one piece of work named by `work` (a
+    /// digest of it: the idempotency layer's request fingerprint). The lock keeps `work` while
+    /// it is held, and another acquisition for other work that finds it held ends at once
+    /// with [`LockError::HeldForOtherWork`] instead of waiting for a holder whose outcome
+    /// can never be its own. (Whether a record is for the same work is the caller's to
+    /// check: the record is given back as it is.)
+    pub fn unless_recorded_for(mut self, work: impl Into<bytes::Bytes>) -> Self {
+        self.unless_recorded = Some(Box::new(Some(work.into())));
         self
     }
 
@@ -189,13 +203,21 @@ impl LockRequest {
             owner: self.manager.next_owner(),
             lease,
             renewed,
-            unless_recorded: self.unless_recorded,
+            unless_recorded: self.unless_recorded.is_some(),
+            work: self
+                .unless_recorded
+                .as_deref()
+                .and_then(|work| work.clone().map(Box::new)),
         }
     }
 
     /// Acquires without a future when that needs no waiting: the backend answers at once
     /// (in-process) and nobody in this process holds or waits for the name. `Err(self)`:
     /// not so (or the lock is busy); go through [`acquire_parts`](Self::acquire_parts).
+    // The request comes back whole for the waiting path: moving its 128 bytes once costs
+    // less than boxing it or its name's error (measured: 3,352 instructions per uncontended
+    // acquire + release in memory, against 3,591 with the error boxed; tools/memory-probe).
+    #[allow(clippy::result_large_err)]
     pub(crate) fn acquire_now(
         self,
         spawn_watchdog: bool,

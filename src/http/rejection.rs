@@ -317,13 +317,16 @@ impl LockRejection {
             LockError::KindMismatch { key, held, asked } => {
                 LockRejection::KindMismatch { key, held, asked }
             }
-            // Only acquisitions that ask for records get it (not the lock layers'): the
-            // work was done already, so the lock is not there to take.
-            LockError::Recorded { key, .. } => LockRejection::Busy {
-                key,
-                retry_after: busy.retry_after,
-                status: busy.status,
-            },
+            // Only acquisitions that ask for records get them (not the lock layers'): the
+            // work was done already, or the lock is held for other work, so the lock is not
+            // there to take.
+            LockError::Recorded { key, .. } | LockError::HeldForOtherWork { key } => {
+                LockRejection::Busy {
+                    key,
+                    retry_after: busy.retry_after,
+                    status: busy.status,
+                }
+            }
         }
     }
 }

@@ -71,7 +71,9 @@ impl IdempotencyKeySource {
                 let text = value
                     .to_str()
                     .map_err(|_| self.invalid("it is not visible ASCII"))?;
-                Ok(Some(unquote(text)))
+                unquote(text)
+                    .map(Some)
+                    .map_err(|reason| self.invalid(&reason))
             }
             IdempotencyKeySource::Head(key) => Ok(key(parts)),
             IdempotencyKeySource::Body(key) => Ok(body.and_then(|body| key(parts, body))),
@@ -115,14 +117,26 @@ impl IdempotencyKeySource {
 }
 
 /// A header value as the draft sends it, an sf-string (`"…"`, with `\"` and `\\`
-/// escapes), or bare: the string inside, or the value as it is.
-fn unquote(value: &str) -> String {
-    match sfv::Parser::new(value).parse::<sfv::Item>() {
-        Ok(item) => match item.bare_item.as_string() {
-            Some(string) => string.as_str().to_owned(),
-            None => value.to_owned(),
-        },
-        Err(_) => value.to_owned(),
+/// escapes), or bare: the string inside, or the value as it is. A value that starts with a
+/// quote is a quoted string or an error (`"abc` and `"abc"` must not be two keys).
+fn unquote(value: &str) -> Result<String, String> {
+    if !value.starts_with('"') {
+        return Ok(value.to_owned());
+    }
+    let item = sfv::Parser::new(value)
+        .parse::<sfv::Item>()
+        .map_err(|error| {
+            format!(
+                "it starts with `\"` but is not a quoted string ({error}): send `\"<key>\"` with \
+             `\\\"` and `\\\\` as the only escapes, or the key without quotes"
+            )
+        })?;
+    if !item.params.is_empty() {
+        return Err("it has parameters after the quoted string (`;…`): send the key alone".into());
+    }
+    match item.bare_item.as_string() {
+        Some(string) => Ok(string.as_str().to_owned()),
+        None => Err("it starts with `\"` but is not a quoted string".to_owned()),
     }
 }
 
@@ -193,6 +207,10 @@ mod tests {
             (b"a b", "visible ASCII"),
             (b"\"a b\"", "visible ASCII"),
             (&[0xff, b'a'][..], "visible ASCII"),
+            (b"\"abc", "not a quoted string (unterminated string"),
+            (br#""a\qb""#, "not a quoted string (invalid escape sequence"),
+            (b"\"abc\"x", "not a quoted string (trailing characters"),
+            (b"\"abc\";p=1", "parameters"),
         ] {
             let error = header_key(value).unwrap_err();
             assert!(error.body_text().contains(reason), "{value:?}: {error}");

@@ -50,8 +50,11 @@ pub use rejection::IdempotencyRejection;
 pub use service::{Idempotency, IdempotencyResponseFuture};
 pub use stored::IDEMPOTENT_REPLAYED;
 
-/// Put in the request extensions for the handler: the idempotency key it runs under (as
-/// the client sent it, without the namespace and scope).
+/// Put in the request extensions for the handler: the idempotency key it runs under, as the
+/// layer reads it: a quoted header value (`"8e03…"`, the draft's sf-string) without its
+/// quotes and with its escapes undone (`"a\"b"` gives `a"b`), a bare one as sent, or what
+/// the layer's key function returned; without the namespace and scope. Two header values
+/// that give the same key here are the same key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyKey(pub String);
 

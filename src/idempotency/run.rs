@@ -67,10 +67,16 @@ where
     let scope = config.scope.as_ref().and_then(|scope| scope(&parts));
     let name = lock_name(&config.namespace, scope.as_deref(), &key);
     let fingerprint = fingerprint(&config, &parts, &body);
-    let guard = match claim(&config, &manager, &name).await {
+    let guard = match claim(&config, &manager, &name, &fingerprint).await {
         Ok(guard) => guard,
         Err(LockError::Recorded { record, .. }) => {
             return Ok(replay(&config, &record, &fingerprint));
+        }
+        // The first request with the key, another request, still runs: the same answer
+        // as once its response is stored, and at once.
+        Err(LockError::HeldForOtherWork { .. }) => {
+            let what = config.source.what();
+            return Ok(answer(IdempotencyRejection::Mismatch { what }));
         }
         Err(LockError::TimedOut { .. }) => {
             let retry_after = config.retry_after;
@@ -167,14 +173,21 @@ fn fingerprint(config: &IdempotencyConfig, parts: &Parts, body: &Bytes) -> Finge
     hash.finalize().into()
 }
 
-/// Takes the key's lock unless a response is stored for it. A repetition that finds the
-/// first request running waits for it (counted), or is refused at once.
+/// Takes the key's lock unless a response is stored for it, for this request (its
+/// fingerprint, kept with the lock while it runs: another request with the key is refused at
+/// once). A repetition that finds the first request running waits for it (counted), or is
+/// refused at once.
 async fn claim(
     config: &IdempotencyConfig,
     manager: &LockManager,
     name: &str,
+    fingerprint: &Fingerprint,
 ) -> Result<LockGuard, LockError> {
-    let request = || manager.lock(name).unless_recorded();
+    let request = || {
+        manager
+            .lock(name)
+            .unless_recorded_for(Bytes::copy_from_slice(fingerprint))
+    };
     let first = request().try_acquire().await;
     if config.concurrent == OnConcurrent::Conflict
         || !matches!(first, Err(LockError::TimedOut { .. }))

@@ -41,8 +41,10 @@ pub(super) fn acquired(kind: LockKind, outcome: AcquireOutcome, waited: Duration
         AcquireOutcome::Recorded => {
             counter!("tower_lock_recorded_total", "kind" => kind).increment(1)
         }
-        // An invalid name, a lost hold asked to reenter, an upgrade: the caller's to handle.
+        // An invalid name, a lost hold asked to reenter, an upgrade, another request's
+        // key: the caller's to handle.
         AcquireOutcome::InvalidName
+        | AcquireOutcome::HeldForOtherWork
         | AcquireOutcome::InvalidPermits
         | AcquireOutcome::Lost
         | AcquireOutcome::KindMismatch => {}

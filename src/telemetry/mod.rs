@@ -87,6 +87,9 @@ pub(crate) enum AcquireOutcome {
     KindMismatch,
     /// The lock has a record: nothing was taken (an acquisition that asked for records).
     Recorded,
+    /// The lock is held for other work: nothing was taken (an acquisition that named its
+    /// work).
+    HeldForOtherWork,
 }
 
 impl AcquireOutcome {
@@ -102,6 +105,7 @@ impl AcquireOutcome {
             AcquireOutcome::Lost => "lost",
             AcquireOutcome::KindMismatch => "kind_mismatch",
             AcquireOutcome::Recorded => "recorded",
+            AcquireOutcome::HeldForOtherWork => "held_for_other_work",
         }
     }
 }
@@ -132,6 +136,7 @@ pub(crate) fn acquired(
         Err(LockError::Lost { .. }) => AcquireOutcome::Lost,
         Err(LockError::KindMismatch { .. }) => AcquireOutcome::KindMismatch,
         Err(LockError::Recorded { .. }) => AcquireOutcome::Recorded,
+        Err(LockError::HeldForOtherWork { .. }) => AcquireOutcome::HeldForOtherWork,
     };
     span.record("waited_ms", millis(waited));
     span.record("outcome", outcome.name());

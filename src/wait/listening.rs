@@ -70,8 +70,8 @@ impl WaitQueues {
 
     /// Notifications may have been lost (reconnect, lagging receiver): every head retries.
     pub(crate) fn resync(&self) {
-        for state in self.each_shard() {
-            for queue in state.queues.values() {
+        for mut state in self.each_shard() {
+            for queue in state.queues.values_mut() {
                 queue.signal_front(true);
             }
         }

@@ -244,7 +244,12 @@ impl WaitQueues {
                 // The head tries when the delay is over, or at once if another process's
                 // unlock arrives first (it took the lock and let it go).
                 let delay = queue.turns.yielded(delay);
-                queue.busy_until = Some(Instant::now() + delay);
+                let until = Instant::now() + delay;
+                queue.busy_until = Some(until);
+                if let Some(marks_end) = queue.held_back.as_mut() {
+                    // The mark that held readers back may have been the releaser's.
+                    *marks_end = (*marks_end).min(until);
+                }
                 queue.signal_front(false);
             }
         }
@@ -293,13 +298,13 @@ impl WaitQueues {
     }
 
     /// Enqueues a waiter for lock `kind` at the back of `key`'s queue, acquiring as
-    /// `owner` with `lease`. `busy_for` is the holder's remaining lease, if the caller just
-    /// saw it.
+    /// `owner` with `lease`. `found` is what the caller's attempt just found, if it made
+    /// one.
     pub(crate) fn join(
         &self,
         key: &LockKey,
         kind: LockKind,
-        busy_for: Option<std::time::Duration>,
+        found: Found,
         owner: &OwnerId,
         lease: std::time::Duration,
     ) -> Ticket {
@@ -307,6 +312,7 @@ impl WaitQueues {
             id: self.inner.next_waiter.fetch_add(1, Ordering::Relaxed),
             wake: Notify::new(),
             retry: AtomicBool::new(false),
+            tried_at: AtomicU64::new(0),
             kind,
             owner: owner.clone(),
             lease,
@@ -322,15 +328,23 @@ impl WaitQueues {
             turns: Default::default(),
             kind,
             recorded: false,
+            held_back: None,
+            signals: 0,
         });
-        if let Some(busy_for) = busy_for {
-            queue.busy_until = Some(Instant::now() + busy_for);
+        match found {
+            Found::Nothing => {}
+            Found::Busy(busy_for) => queue.busy_until = Some(Instant::now() + busy_for),
+            Found::HeldBack(marks_end) => queue.hold_back(Instant::now() + marks_end),
         }
         // The first waiter retries once the subscription is in place, so that a release
         // between its failed attempt and the subscription is not missed. Later waiters wait
-        // for a reason to retry.
-        waiter.retry.store(created, Ordering::Relaxed);
+        // for a reason to retry, unless they land in front (past readers held back, or
+        // in a run of readers) after an attempt of their own: the queue was made while it
+        // was on its way, and a notice meanwhile went to the waiters in front then.
         queue.waiters.push_back(waiter.clone());
+        let tried = found != Found::Nothing;
+        let retry = created || (tried && queue.front().any(|w| w.id == waiter.id));
+        waiter.retry.store(retry, Ordering::Relaxed);
         if created {
             if !ready_at_once {
                 state.changes.insert(key.clone());
@@ -350,6 +364,18 @@ impl WaitQueues {
             left: false,
         }
     }
+}
+
+/// What a newcomer's own attempt found before it queued (see [`WaitQueues::join`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Nothing known (no attempt, or the holder's lease has no end).
+    Nothing,
+    /// The lock is busy; the holder's lease ends within this long (or the attempt failed
+    /// and is tried again after this long).
+    Busy(std::time::Duration),
+    /// Waiting writers' marks held it back; they end within this long unless renewed.
+    HeldBack(std::time::Duration),
 }
 
 /// What a last release does with the lock (see [`WaitQueues::next_holder`]).

@@ -46,7 +46,13 @@ async fn a_release_here_and_an_unlock_elsewhere_wake_the_head() {
 
 fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
     let owner = OwnerId::from_raw(owner);
-    queues.join(key, LockKind::Plain, None, &owner, Duration::from_secs(30))
+    queues.join(
+        key,
+        LockKind::Plain,
+        Found::Nothing,
+        &owner,
+        Duration::from_secs(30),
+    )
 }
 
 /// A release offers the lock to an idle head only, and at most `limit` times in a row.
@@ -220,4 +226,96 @@ async fn queues_ready_at_once_keep_no_changes() {
     }
     assert!(queues.take_changes().is_empty());
     assert_eq!(queues.counts(), (0, 0, 0, 0));
+}
+
+fn waiting_for(queues: &WaitQueues, key: &LockKey, kind: LockKind, owner: &str) -> Ticket {
+    let owner = OwnerId::from_raw(owner);
+    queues.join(key, kind, Found::Nothing, &owner, Duration::from_secs(30))
+}
+
+/// Readers that a waiting writer's mark holds back do not block the queue: the writer
+/// behind them tries (it may be the marking one), only the first reader watches for the
+/// mark's end, and once a reader gets in the readers behind it follow.
+#[tokio::test(start_paused = true)]
+async fn readers_held_back_by_a_mark_let_the_writer_behind_them_try() {
+    let queues = WaitQueues::new(true);
+    let key = LockKey::new("", "report", 64).unwrap();
+    let first = waiting_for(&queues, &key, LockKind::Read, "r:1");
+    let second = waiting_for(&queues, &key, LockKind::Read, "r:2");
+    let writer = waiting_for(&queues, &key, LockKind::Write, "w:1");
+    queues.unlocked(&key, 1);
+    assert!(matches!(first.turn(), Turn::Try), "the head tries");
+    assert!(
+        matches!(second.turn(), Turn::Try),
+        "with the reader behind it"
+    );
+    assert!(matches!(writer.turn(), Turn::Wait(None)), "not the writer");
+
+    let mark = Duration::from_millis(1500);
+    first.held_back(mark);
+    second.held_back(mark);
+    assert!(
+        matches!(writer.turn(), Turn::Try),
+        "the writer past the held-back readers tries at once"
+    );
+    let Turn::Wait(Some(until)) = first.turn() else {
+        panic!("the first reader waits for the mark's end")
+    };
+    assert_eq!(until, Instant::now() + mark);
+    assert!(
+        matches!(second.turn(), Turn::Wait(None)),
+        "one reader watches the mark, not all"
+    );
+
+    // The writer is busy behind readers of another process: it retries to renew its mark.
+    writer.busy(Some(mark / 3));
+    assert!(matches!(writer.turn(), Turn::Wait(Some(_))));
+    // They release: both the watching reader and the writer try.
+    queues.unlocked(&key, 1);
+    assert!(matches!(first.turn(), Turn::Try));
+    assert!(matches!(writer.turn(), Turn::Try));
+    first.held_back(mark);
+    writer.acquired(Duration::from_secs(30));
+    // The writer's release: the reader tries, gets in, and the reader behind follows.
+    queues.released_locally(&key, Wake::Now);
+    assert!(matches!(first.turn(), Turn::Try));
+    first.acquired(Duration::from_secs(30));
+    assert!(
+        matches!(second.turn(), Turn::Try),
+        "no mark holds readers back now: the next reader tries"
+    );
+}
+
+/// A release here while the head's attempt is on its way: the attempt's answer (busy, from
+/// before the release) does not put off the retry the release asked for.
+#[tokio::test(start_paused = true)]
+async fn a_release_while_an_attempt_is_on_its_way_still_wakes_the_waiter() {
+    let queues = WaitQueues::new(true);
+    let key = LockKey::new("", "order", 64).unwrap();
+    let holder = queues.claim(&key, LockKind::Plain);
+    let ticket = waiting(&queues, &key, "a:1");
+    assert!(matches!(ticket.turn(), Turn::Try));
+    let delay = Duration::from_millis(2);
+    holder.end(Wake::After(delay));
+    // The answer, sent before the release: the holder's lease.
+    ticket.busy(Some(Duration::from_secs(30)));
+    let Turn::Wait(Some(until)) = ticket.turn() else {
+        panic!("the head waits for the courtesy delay")
+    };
+    assert_eq!(until, Instant::now() + delay, "not for the old lease");
+
+    // The same for a reader held back by a mark that the release may have ended.
+    let reader = waiting_for(
+        &queues,
+        &LockKey::new("", "r", 64).unwrap(),
+        LockKind::Read,
+        "r",
+    );
+    assert!(matches!(reader.turn(), Turn::Try));
+    queues.released_locally(&reader.key, Wake::After(delay));
+    reader.held_back(Duration::from_millis(1500));
+    let Turn::Wait(Some(until)) = reader.turn() else {
+        panic!("the reader waits")
+    };
+    assert_eq!(until, Instant::now() + delay, "not for the mark's end");
 }

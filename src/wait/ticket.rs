@@ -52,13 +52,14 @@ impl Ticket {
         }
         let now =
             (queue.ready || queue.recorded) && self.waiter.retry.swap(false, Ordering::AcqRel);
-        match queue.busy_until {
+        match queue.next_try(&self.waiter) {
             _ if now => {}
             Some(until) if until <= Instant::now() => {}
             until => return Turn::Wait(until),
         }
         // No release offers it the lock while its own attempt is on its way.
         *offer = OfferState::Trying;
+        queue.trying(&self.waiter);
         Turn::Try
     }
 
@@ -71,7 +72,34 @@ impl Ticket {
     pub(crate) fn busy(&self, busy_for: Option<std::time::Duration>) {
         let mut state = self.queues.lock(&self.key);
         if let Some(queue) = state.queues.get_mut(&self.key) {
-            queue.busy_until = busy_for.map(|d| Instant::now() + d);
+            // A signal meanwhile set its own time to retry (or asked for a retry now).
+            if !queue.answer_is_stale(&self.waiter) {
+                queue.busy_until = busy_for.map(|d| Instant::now() + d);
+            }
+            if self.waiter.held_back_by_marks() {
+                // No mark held it back (a writer holds the lock).
+                queue.held_back = None;
+            }
+        }
+        *self.waiter.offer() = OfferState::Idle;
+    }
+
+    /// The attempt was held back by waiting writers' marks that end within `marks_end`
+    /// unless renewed: the waiters the marks hold back let the first one they do not
+    /// hold back try.
+    pub(crate) fn held_back(&self, marks_end: std::time::Duration) {
+        let mut state = self.queues.lock(&self.key);
+        if let Some(queue) = state.queues.get_mut(&self.key) {
+            queue.hold_back(Instant::now() + marks_end);
+            if queue.answer_is_stale(&self.waiter) {
+                // A signal meanwhile (a release here: maybe of the marking writer) set its
+                // own time to retry, or asked for a retry now.
+                if let (Some(marks_end), Some(busy_until)) =
+                    (queue.held_back.as_mut(), queue.busy_until)
+                {
+                    *marks_end = (*marks_end).min(busy_until);
+                }
+            }
         }
         *self.waiter.offer() = OfferState::Idle;
     }
@@ -121,6 +149,8 @@ impl Ticket {
             .waiters
             .front()
             .is_some_and(|head| head.id == self.waiter.id);
+        // In front without being the head: the first waiter past held-back readers.
+        let was_front = was_head || queue.front().any(|w| w.id == self.waiter.id);
         if was_head {
             queue.waiters.pop_front();
         } else if let Some(pos) = queue.waiters.iter().position(|w| w.id == self.waiter.id) {
@@ -143,6 +173,10 @@ impl Ticket {
         if self.acquired_for.is_some() {
             // The record is gone (its retention ran out): back to one at a time.
             queue.recorded = false;
+            if self.waiter.held_back_by_marks() {
+                // A new reader got in: no mark holds readers back now.
+                queue.held_back = None;
+            }
         }
         // The head took the lock by its own attempt: a turn of this process begins.
         if was_head && self.acquired_for.is_some() && !matches!(before, OfferState::Handed(_)) {
@@ -172,6 +206,14 @@ impl Ticket {
                     // us, so the next head tries at once.
                     queue.signal_front(true);
                 }
+            }
+        } else if was_front {
+            match self.acquired_for {
+                // A writer past held-back readers holds the lock now: whoever is next
+                // waits for its release.
+                Some(lease) => queue.busy_until = Some(Instant::now() + lease),
+                // It leaves without the lock: the next waiter past them tries.
+                None => queue.signal_front(true),
             }
         }
         orphaned

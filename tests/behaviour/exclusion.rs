@@ -206,6 +206,7 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
         expected,
         waits: false,
         unless_recorded: false,
+        work: None,
     };
     let release = |owner: &tower_lock::lock::OwnerId, expected| ReleaseArgs {
         key: key.clone(),

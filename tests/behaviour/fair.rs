@@ -238,10 +238,12 @@ async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
     live.await.unwrap();
     let after = asked.elapsed();
+    // Five timeouts when dropped one after another, about one when dropped together: a
+    // bound of three leaves room for a busy machine and still fails at five.
     assert!(
-        after < timeout * 2,
-        "the live waiter held {after:?} after five dead waiters asked: they must cost one \
-         queue timeout ({timeout:?}) in all"
+        after < timeout * 3,
+        "the live waiter held {after:?} after five dead waiters asked: they must cost about \
+         one queue timeout ({timeout:?}) in all, not one each"
     );
     assert_eq!(*order.lock().unwrap(), vec![1]);
     assert_eq!(procs.queue(&name).await, (0, 0));

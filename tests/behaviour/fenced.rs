@@ -89,6 +89,7 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
         expected,
         waits: false,
         unless_recorded: false,
+        work: None,
     };
     let first = store.acquire(args(0)).await.unwrap();
     let token = first.fencing_token().expect("acquired with a token");

@@ -212,6 +212,59 @@ async fn a_record_expires_with_its_retention(backend: BackendUnderTest) {
     }
 }
 
+/// A lock taken for named work: an acquisition for other work is refused at once (of this
+/// manager or another), one for the same work waits as usual; the work is no holder for an
+/// inspection and does not keep a force-unlock from freeing the lock.
+async fn a_lock_held_for_other_work_is_refused_at_once(backend: BackendUnderTest) {
+    let ctx = Ctx::new(backend).await;
+    let other = ctx.manager_sharing_the_backend().await;
+    let name = support::unique("work");
+    let guard = ctx
+        .manager
+        .lock(&name)
+        .unless_recorded_for(&b"request-a"[..])
+        .acquire()
+        .await
+        .unwrap();
+    for locks in [&ctx.manager, &other] {
+        // A long wait: refused at once, not after it.
+        match locks
+            .lock(&name)
+            .unless_recorded_for(&b"request-b"[..])
+            .wait(WAIT)
+            .acquire()
+            .await
+        {
+            Err(LockError::HeldForOtherWork { key }) => assert_eq!(key.as_str(), name),
+            other => panic!("expected a refusal for other work, got {other:?}"),
+        }
+        // The same work, or none named: busy.
+        for request in [
+            locks.lock(&name).unless_recorded_for(&b"request-a"[..]),
+            locks.lock(&name).unless_recorded(),
+        ] {
+            assert!(matches!(
+                request.try_acquire().await,
+                Err(LockError::TimedOut { .. })
+            ));
+        }
+    }
+    let info = ctx.manager.inspect(&name).await.unwrap();
+    assert_eq!(info.holders.len(), 1, "{info:?}");
+    assert_eq!(info.holders[0].owner, guard.owner().as_str());
+    let freed = ctx.manager.force_unlock(&name, "test").await.unwrap();
+    assert_eq!(freed.freed, 1, "{freed:?}");
+    // Free again: taken for any work.
+    let next = other
+        .lock(&name)
+        .unless_recorded_for(&b"request-b"[..])
+        .try_acquire()
+        .await
+        .unwrap();
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+    assert_eq!(guard.release().await.unwrap(), Released::NotHeld);
+}
+
 /// Records are for the plain lock: other kinds are refused with a clear error.
 async fn other_kinds_have_no_records(backend: BackendUnderTest) {
     let ctx = Ctx::new(backend).await;
@@ -236,5 +289,6 @@ backend_suite!(
     a_plain_release_lets_the_next_waiter_in,
     a_holder_that_lost_its_lock_stores_nothing,
     a_record_expires_with_its_retention,
+    a_lock_held_for_other_work_is_refused_at_once,
     other_kinds_have_no_records,
 );

@@ -33,6 +33,7 @@ pub(crate) fn first_acquisition(
         expected: 0,
         waits: false,
         unless_recorded: false,
+        work: None,
     }
 }
 

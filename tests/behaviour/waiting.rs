@@ -77,8 +77,11 @@ async fn wait_times_out_with_a_typed_error(backend: BackendUnderTest) {
             key,
             waited,
             holder_lease,
+            held_back,
+            ..
         }) => {
             assert_eq!(key.as_str(), name);
+            assert!(!held_back, "a plain lock is never held back");
             assert!(waited >= wait, "gave up early, after {waited:?}");
             assert!(
                 waited < tower_lock::manager::DEFAULT_LEASE,

@@ -112,6 +112,15 @@ async fn big(State(h): State<Handlers>) -> Response {
     body.into_response()
 }
 
+/// Panics on its first run (the connection closes without a response); answers after.
+async fn panics_once(State(h): State<Handlers>) -> Response {
+    let run = h.run().await;
+    if run == 1 {
+        panic!("the handler panics (as a test asks)");
+    }
+    (StatusCode::CREATED, format!("run {run}")).into_response()
+}
+
 async fn binary(State(h): State<Handlers>) -> Response {
     h.run().await;
     let body: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
@@ -127,6 +136,7 @@ pub fn app(handlers: &Handlers, layer: IdempotencyLayer) -> Router {
         .route("/do-not-store", routing::post(do_not_store))
         .route("/big", routing::post(big))
         .route("/binary", routing::post(binary))
+        .route("/panics-once", routing::post(panics_once))
         .route_layer(layer)
         .with_state(handlers.clone())
 }
@@ -180,6 +190,19 @@ pub async fn request(
     headers: &[(&str, &[u8])],
     body: impl Into<Bytes>,
 ) -> Answer {
+    try_request(addr, method, path, headers, body)
+        .await
+        .expect("an answer")
+}
+
+/// [`request`], or the client's error when no answer came (the connection closed).
+pub async fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: impl Into<Bytes>,
+) -> Result<Answer, String> {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let mut request = http::Request::builder()
         .method(method)
@@ -190,13 +213,17 @@ pub async fn request(
     let response = client
         .request(request.body(Full::new(body.into())).unwrap())
         .await
-        .unwrap();
+        .map_err(|error| format!("{error:?}"))?;
     let (head, body) = response.into_parts();
-    Answer {
+    Ok(Answer {
         status: head.status,
         headers: head.headers,
-        body: body.collect().await.unwrap().to_bytes(),
-    }
+        body: body
+            .collect()
+            .await
+            .map_err(|error| format!("{error:?}"))?
+            .to_bytes(),
+    })
 }
 
 /// `POST path` with the `Idempotency-Key` header (quoted, as the draft has it).

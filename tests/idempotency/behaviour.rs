@@ -99,6 +99,10 @@ async fn missing_and_bad_keys(backend: BackendUnderTest) {
         (b"has space", "visible ASCII"),
         (long.as_bytes(), "at most 255"),
         (&[b'k', 0xc3, 0xa9][..], "visible ASCII"),
+        // Quoted but not a quoted string: never taken as a bare key (`"abc` is not `"abc"`).
+        (b"\"abc", "not a quoted string (unterminated string"),
+        (br#""a\qb""#, "not a quoted string (invalid escape sequence"),
+        (b"\"abc\"x", "not a quoted string (trailing characters"),
     ] {
         let answer = request(addr, "POST", "/orders", &[("idempotency-key", value)], "").await;
         assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{value:?}");
@@ -180,6 +184,73 @@ async fn concurrent_duplicates_conflict_when_asked(backend: BackendUnderTest) {
     let after = post(addr, "/orders", "c", "x").await;
     assert!(after.replayed() && after.same_as(&first));
     assert_eq!(handlers.runs(), 1);
+}
+
+/// The same key with another request while the first still runs is a 422 at once, whether
+/// duplicates wait (here for up to 20 s) or conflict: the lock carries the first request's
+/// fingerprint. A true duplicate still waits, or conflicts.
+async fn a_key_reused_while_the_first_runs_is_422_at_once(backend: BackendUnderTest) {
+    let locks = manager(backend).await;
+    for on_concurrent in [OnConcurrent::Wait, OnConcurrent::Conflict] {
+        let (handlers, gate) = Handlers::new(true);
+        let layer = layer(&locks)
+            .wait(Duration::from_secs(20))
+            .on_concurrent(on_concurrent);
+        let addr = app::serve(app::app(&handlers, layer)).await;
+        let first = tokio::spawn(async move { post(addr, "/orders", "r", "x").await });
+        support::eventually("the first request runs", || async {
+            (handlers.started.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
+        })
+        .await;
+        // Answered while the first is held inside its handler (the gate is shut).
+        let reused = post(addr, "/orders", "r", "another body").await;
+        assert_eq!(
+            reused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{on_concurrent:?}: {}",
+            reused.text()
+        );
+        assert!(reused.text().contains("key_reused"), "{}", reused.text());
+        assert_eq!(
+            handlers.started.load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
+        gate.open();
+        let first = first.await.unwrap();
+        assert_eq!(first.status, StatusCode::CREATED);
+        let after = post(addr, "/orders", "r", "another body").await;
+        assert_eq!(
+            after.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "and after it"
+        );
+        assert_eq!(handlers.runs(), 1);
+    }
+    support::nothing_left_behind(&locks).await;
+}
+
+/// A handler that panics: the connection closes without a response, and the key is freed
+/// at once (a retry runs the handler; were the key still claimed, this layer would answer
+/// the retry 409 for a whole lease).
+async fn a_handler_that_panics_frees_the_key(backend: BackendUnderTest) {
+    let locks = manager(backend).await;
+    let (handlers, _) = Handlers::new(false);
+    let layer = layer(&locks).on_concurrent(OnConcurrent::Conflict);
+    let addr = app::serve(app::app(&handlers, layer)).await;
+    let key: &[(&str, &[u8])] = &[("idempotency-key", b"\"boom\"")];
+    let closed = app::try_request(addr, "POST", "/panics-once", key, "x").await;
+    assert!(closed.is_err(), "no response after a panic: {closed:?}");
+    support::background_releases_done(&locks).await;
+    let retry = app::request(addr, "POST", "/panics-once", key, "x").await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text());
+    assert!(!retry.replayed());
+    let replay = app::request(addr, "POST", "/panics-once", key, "x").await;
+    assert!(replay.replayed() && replay.same_as(&retry));
+    assert_eq!(
+        handlers.started.load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    support::nothing_left_behind(&locks).await;
 }
 
 /// Not stored: a 500 (try again), `Cache-Control: no-store`, `DoNotStore`, and a body
@@ -281,6 +352,8 @@ backend_suite!(
     [Memory, Redis, Cluster]
     the_first_runs_and_repetitions_are_replayed,
     a_key_reused_for_another_request_is_422,
+    a_key_reused_while_the_first_runs_is_422_at_once,
+    a_handler_that_panics_frees_the_key,
     missing_and_bad_keys,
     concurrent_duplicates_wait_for_the_first,
     concurrent_duplicates_conflict_when_asked,

@@ -92,6 +92,46 @@ async fn a_redis_restart_mid_handler_answers_and_runs_again_on_retry() {
     assert_eq!(handlers.runs(), 2);
 }
 
+/// Redis restarts (empty) while a handler runs and a duplicate waits for it: the duplicate
+/// finds the key free once Redis is back and runs the handler while the first still runs
+/// (the restart wiped the claim); the first's late store is refused (its lock is gone), and
+/// the duplicate's response is the one stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_lets_a_waiting_duplicate_run_beside_the_first() {
+    let mut server = RedisServer::start();
+    let locks = LockManager::redis(&server.url()).await.unwrap();
+    let (handlers, gate) = Handlers::new(true);
+    let layer = IdempotencyLayer::new()
+        .manager(locks.clone())
+        .wait(Duration::from_secs(20));
+    let addr = app::serve(app::app(&handlers, layer)).await;
+    let first = tokio::spawn(async move { post(addr, "/orders", "twice", "x").await });
+    started(&handlers, 1).await;
+    let duplicate = tokio::spawn(async move { post(addr, "/orders", "twice", "x").await });
+    support::eventually("the duplicate waits", || async {
+        (locks.stats().waiters == 1).then_some(())
+    })
+    .await;
+    tokio::task::block_in_place(|| {
+        server.stop();
+        server.resume();
+    });
+    // Both handlers run at once: the gate holds the first while the duplicate starts.
+    started(&handlers, 2).await;
+    gate.open();
+    let (first, duplicate) = (first.await.unwrap(), duplicate.await.unwrap());
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(duplicate.status, StatusCode::CREATED);
+    assert!(!duplicate.replayed(), "it ran the handler itself");
+    let again = post(addr, "/orders", "twice", "x").await;
+    assert!(again.replayed(), "{again:?}");
+    assert!(
+        again.same_as(&duplicate),
+        "the duplicate's response is stored, not the first's late one"
+    );
+    assert_eq!(handlers.runs(), 2);
+}
+
 /// Redis down: a 503 with `Retry-After` at once; with `fail_open`, the request runs
 /// unprotected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,6 +50,7 @@ impl BackendLock {
                 expected,
                 waits,
                 unless_recorded: false,
+                work: None,
             })
             .await
             .unwrap()

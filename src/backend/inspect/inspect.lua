@@ -35,9 +35,12 @@ if kind == 'hash' then
         lease = redis.call('pttl', prefix .. ':' .. owner .. ':rwlock_timeout:' .. n)
       end
     end
-    fields[#fields + 1] = field
-    fields[#fields + 1] = count
-    fields[#fields + 1] = lease
+    -- The work a lock with a record was taken for (`record.lua`) is no holder.
+    if field ~= 'tower_lock:work' then
+      fields[#fields + 1] = field
+      fields[#fields + 1] = count
+      fields[#fields + 1] = lease
+    end
   end
 elseif kind == 'string' then
   value = redis.call('get', key)

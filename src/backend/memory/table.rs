@@ -20,6 +20,10 @@ pub(in crate::backend) struct Locks {
     pub(in crate::backend) waiting_writers: KeyMap<Vec<(OwnerId, Instant)>>,
     /// Records left by releases (see `ReleaseArgs::record`), with when they expire.
     pub(in crate::backend) records: KeyMap<(bytes::Bytes, Instant)>,
+    /// The work locks with a record were taken for (see `AcquireArgs::work`), with the
+    /// owner that took each: one whose owner no longer holds the lock is stale, ignored and
+    /// swept. Beside `held` rather than in its entries, which every lock moves about.
+    pub(in crate::backend) works: KeyMap<(OwnerId, bytes::Bytes)>,
     /// Fenced locks' last tokens. Never removed, like Redisson's token keys (a token must
     /// never be given twice): one entry per name ever locked fenced.
     pub(in crate::backend) tokens: KeyMap<u64>,
@@ -80,6 +84,10 @@ impl Locks {
         if self.held.len() + self.records.len() >= 2 * self.swept_at.max(64) {
             self.held.retain(|_, entry| entry.expires() > now);
             self.records.retain(|_, (_, expires)| *expires > now);
+            let held = &self.held;
+            self.works.retain(|key, (owner, _)| {
+                matches!(held.get(key), Some(Entry::Plain(holder)) if holder.owner == *owner)
+            });
             self.swept_at = self.held.len() + self.records.len();
         }
     }

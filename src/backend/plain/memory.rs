@@ -52,9 +52,26 @@ pub(in crate::backend) fn take_unless_recorded(
     if let Some(record) = record(locks, &args.key, now) {
         return Attempt::Recorded(record);
     }
-    match take(locks, args, now) {
-        Ok(_) => Attempt::Acquired,
-        Err(attempt) => attempt,
+    match (take(locks, args, now), &args.work) {
+        (Ok(_), None) => Attempt::Acquired,
+        (Ok(_), Some(work)) => {
+            let taken_for = (args.owner.clone(), work.clone());
+            locks.works.insert(args.key.clone(), taken_for);
+            Attempt::Acquired
+        }
+        (Err(Attempt::Busy(busy)), Some(work)) => {
+            let holder = match locks.live(&args.key, now) {
+                Some(Entry::Plain(holder)) => Some(holder.owner.clone()),
+                _ => None,
+            };
+            match (holder, locks.works.get(&args.key)) {
+                (Some(holder), Some((owner, held_for))) if holder == *owner && held_for != work => {
+                    Attempt::HeldForOtherWork
+                }
+                _ => Attempt::Busy(busy),
+            }
+        }
+        (Err(attempt), _) => attempt,
     }
 }
 
@@ -89,6 +106,9 @@ pub(in crate::backend) fn release(locks: &mut Locks, args: &ReleaseArgs, now: In
         Released::StillHeld
     } else {
         locks.held.remove(&args.key);
+        if !locks.works.is_empty() {
+            locks.works.remove(&args.key);
+        }
         Released::Unlocked
     }
 }

@@ -58,6 +58,7 @@ impl RedisBackend {
             [
                 Value::from(millis(args.lease)),
                 Value::from(args.owner.as_str()),
+                Value::Bytes(args.work.clone().unwrap_or_default()),
             ],
         );
         Box::pin(async move {
@@ -124,6 +125,7 @@ fn decode_acquire(reply: Value) -> Result<Attempt, String> {
     Ok(match (code, parts.get(1)) {
         (scripts::ACQUIRED, None) => Attempt::Acquired,
         (scripts::BUSY_FOREVER, None) => Attempt::Busy(None),
+        (scripts::HELD_FOR_OTHER_WORK, None) => Attempt::HeldForOtherWork,
         (scripts::RECORDED, Some(Value::Bytes(record))) => Attempt::Recorded(record.clone()),
         (scripts::RECORDED, Some(Value::String(record))) => {
             Attempt::Recorded(Bytes::copy_from_slice(record.as_bytes()))

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::WRITER_MARK_LEASE;
 use crate::backend::memory::table::{Entry, Locks};
 use crate::backend::{AcquireArgs, Attempt, LeaveArgs, ReleaseArgs, RenewArgs};
 use crate::error::Released;
@@ -105,16 +106,16 @@ impl SharedHold {
 }
 
 impl Locks {
-    /// How long until the first live mark of a writer waiting for `key` runs out (`None`:
+    /// How long until the last live mark of a writer waiting for `key` runs out (`None`:
     /// no writer waits). Marks that ran out are dropped.
     fn writer_waits(&mut self, key: &LockKey, now: Instant) -> Option<Duration> {
         let marks = self.waiting_writers.get_mut(key)?;
         marks.retain(|(_, until)| *until > now);
-        let first = marks.iter().map(|(_, until)| *until).min();
-        if first.is_none() {
+        let last = marks.iter().map(|(_, until)| *until).max();
+        if last.is_none() {
             self.waiting_writers.remove(key);
         }
-        first.map(|until| until - now)
+        last.map(|until| until - now)
     }
 
     /// `owner` marks its wait for `key` until `until`.
@@ -160,8 +161,8 @@ pub(in crate::backend) fn leave(locks: &mut Locks, args: &LeaveArgs, now: Instan
 }
 
 /// An acquisition of a read or write lock (with the waiting writers' marks of
-/// `read_write.lua`: a writer that waits behind readers marks its wait, for one lease, and
-/// new readers hold back meanwhile).
+/// `read_write.lua`: a writer that waits behind readers marks its wait, for a short lease
+/// its next attempts renew, and new readers hold back meanwhile).
 pub(in crate::backend) fn take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> Attempt {
     let downgrade = matches!(
         locks.live(&args.key, now),
@@ -175,7 +176,7 @@ pub(in crate::backend) fn take(locks: &mut Locks, args: &AcquireArgs, now: Insta
         // A re-sent acquisition that already counted is answered below.
         if !held_already {
             if let Some(waits) = locks.writer_waits(&args.key, now) {
-                return Attempt::Busy(Some(waits.max(Duration::from_millis(1))));
+                return Attempt::HeldBack(waits.max(Duration::from_millis(1)));
             }
         }
     }
@@ -193,8 +194,8 @@ pub(in crate::backend) fn take(locks: &mut Locks, args: &AcquireArgs, now: Insta
                 Some(Entry::Shared(shared)) if shared.writer.is_none()
             );
             if behind_readers || locks.is_marked(&args.key, &args.owner) {
-                locks.mark_writer(&args.key, &args.owner, now + args.lease);
-                let renew = (args.lease / 3).max(Duration::from_millis(1));
+                locks.mark_writer(&args.key, &args.owner, now + WRITER_MARK_LEASE);
+                let renew = (WRITER_MARK_LEASE / 3).max(Duration::from_millis(1));
                 return Attempt::Busy(Some(busy.map_or(renew, |busy| busy.min(renew))));
             }
         }

@@ -4,6 +4,13 @@
 //! writer waiting behind readers marks its wait (`{name}:tower_lock:waiting_writers`) so
 //! that new readers hold back. `read_write.lua` on Redis, `memory.rs` in memory.
 
+use std::time::Duration;
+
+/// How long a waiting writer's mark lives unless the writer renews it: its attempts, made
+/// at least every third of this while it waits, renew it, so that the mark of a writer
+/// whose process died holds new readers back for at most this long.
+pub(crate) const WRITER_MARK_LEASE: Duration = Duration::from_millis(1500);
+
 pub(in crate::backend) mod memory;
 #[cfg(feature = "redis")]
 pub(in crate::backend) mod redis;

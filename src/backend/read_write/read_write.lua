@@ -10,27 +10,28 @@
 -- ARGV: [1] the operation (ra, wa: acquire read, write; rr, wr: release; rn, wn: renew;
 -- wl: a waiting writer stops waiting), [2] lease ms, [3] owner id, [4] the owner's holds of
 -- that kind before this operation, [5] for wa '1' when the writer waits if it finds the
--- lock busy (not a single try).
+-- lock busy (not a single try), [6] for wa the lease of a waiting writer's mark, ms.
 --
 -- Not in Redisson's layout: a writer that waits while readers hold the lock marks its wait
--- in KEYS[5], a sorted set of writers with the server time (ms) their mark runs out; a mark
--- lasts one lease and is renewed by the writer's attempts (made at least every third of
--- it). New read holds (not reentries, not a writer's downgrade) wait while a mark lives, so
--- that the readers drain and the writer gets in: without it a stream of overlapping readers
--- of another process keeps a writer out for as long as the stream lasts. A writer that
--- takes the lock or stops waiting takes its mark back (then readers held back are told,
--- with the write release's message). Redisson's readers do not know the mark.
+-- in KEYS[5], a sorted set of writers with the server time (ms) their mark runs out. A mark
+-- is short (ARGV[6]) and renewed by the writer's attempts, made at least every third of it
+-- while it waits, so that the mark of a writer whose process died ends within seconds. New
+-- read holds (not reentries, not a writer's downgrade) wait while a mark lives, so that the
+-- readers drain and the writer gets in: without it a stream of overlapping readers of
+-- another process keeps a writer out for as long as the stream lasts. A writer that takes
+-- the lock or stops waiting takes its mark back (then readers held back are told, with the
+-- write release's message). Redisson's readers do not know the mark.
 --
 -- Like the plain lock's script, every operation applies at most once: a re-sent one finds
 -- the count it would have left and reports the same outcome without counting again.
--- Replies: acquire ACQUIRED, LOST, or how long to wait (the holder's PTTL, BUSY_FOREVER
--- without expiry; for a reader held back by a waiting writer, until that writer's mark runs
--- out; for a waiting writer, at most a third of its lease, when its mark needs renewing);
--- release NOT_HELD, 0 (this owner still holds), UNLOCKED plus the subscribers its message
--- reached (this owner's last hold of the kind ended and a message was published), or
--- SHARED (this owner's last read hold ended while others still hold: nothing published);
--- renew 1 or 0; wl 1.
-local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
+-- Replies: acquire ACQUIRED, LOST, how long to wait (the holder's PTTL, BUSY_FOREVER
+-- without expiry; for a waiting writer, at most a third of its mark's lease, when the mark
+-- needs renewing), or for a new reader held back by waiting writers {HELD_BACK, ms until
+-- the last of their marks runs out}; release NOT_HELD, 0 (this owner still holds), UNLOCKED
+-- plus the subscribers its message reached (this owner's last hold of the kind ended and a
+-- message was published), or SHARED (this owner's last read hold ended while others still
+-- hold: nothing published); renew 1 or 0; wl 1.
+local ACQUIRED, BUSY_FOREVER, LOST, HELD_BACK = -1, -2, -3, -6
 local NOT_HELD, UNLOCKED, SHARED = -1, 1, -4
 local READ_RELEASED, WRITE_RELEASED = '0', '1'
 local PUBLISH = 'publish'
@@ -52,13 +53,13 @@ local function clock()
   return now
 end
 
--- How long until the first live mark of a waiting writer runs out (false: none lives).
+-- How long until the last live mark of a waiting writer runs out (false: none lives).
 local function writer_waits()
   if redis.call('exists', marks) == 0 then return false end
   redis.call('zremrangebyscore', marks, '-inf', clock())
-  local first = redis.call('zrange', marks, 0, 0, 'withscores')
-  if not first[1] then return false end
-  return math.max(1, tonumber(first[2]) - clock())
+  local last = redis.call('zrange', marks, -1, -1, 'withscores')
+  if not last[1] then return false end
+  return math.max(1, tonumber(last[2]) - clock())
 end
 
 local function busy()
@@ -120,7 +121,7 @@ if op == 'ra' or op == 'wa' then
   if op == 'ra' and expected == 0 and redis.call('hexists', name, writer) == 0 then
     -- A new reader holds back while a writer waits (a reentry or a downgrade does not).
     local waits = writer_waits()
-    if waits then return waits end
+    if waits then return {HELD_BACK, waits} end
   end
   if op == 'wa' then
     local taken = write(field, count)
@@ -129,10 +130,12 @@ if op == 'ra' or op == 'wa' then
       return taken
     end
     if ARGV[5] == '1' and (mode == 'read' or redis.call('zscore', marks, owner)) then
-      -- Waits behind readers (or waited behind them before): mark it, for one lease.
-      redis.call('zadd', marks, clock() + lease, owner)
-      redis.call('pexpire', marks, math.max(redis.call('pttl', marks), lease))
-      local retry = math.max(1, math.floor(lease / 3))
+      -- Waits behind readers (or waited behind them before): mark it, for a short lease
+      -- that its next attempts renew.
+      local mark = tonumber(ARGV[6])
+      redis.call('zadd', marks, clock() + mark, owner)
+      redis.call('pexpire', marks, math.max(redis.call('pttl', marks), mark))
+      local retry = math.max(1, math.floor(mark / 3))
       local pttl = busy()
       if pttl ~= BUSY_FOREVER and pttl < retry then return pttl end
       return retry

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
+use crate::backend::read_write::WRITER_MARK_LEASE;
 use crate::backend::redis::commands::{eval_script, millis, script_call};
 use crate::backend::redis::{names, scripts, RedisBackend};
 use crate::backend::{
@@ -53,7 +54,8 @@ impl ReadWriteOp {
 }
 
 impl RedisBackend {
-    /// Runs one read-write lock operation; its reply code.
+    /// Runs one read-write lock operation; its reply: a code, or for a reader held back
+    /// `[HELD_BACK, ms]`.
     pub(in crate::backend) fn read_write(
         &self,
         op: ReadWriteOp,
@@ -62,7 +64,7 @@ impl RedisBackend {
         owner: OwnerId,
         lease: Duration,
         expected: u32,
-    ) -> BoxFuture<Result<i64, BackendError>> {
+    ) -> BoxFuture<Result<Value, BackendError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
             let prefix = names::read_write_key_prefix(&key);
@@ -85,12 +87,13 @@ impl RedisBackend {
                         Value::from(owner.as_str()),
                         Value::from(i64::from(expected)),
                         Value::from(if waits { "1" } else { "0" }),
+                        Value::from(millis(WRITER_MARK_LEASE)),
                     ],
                 )
             };
             let client = inner.next_client();
             match eval_script(client, &inner.options, &inner.read_write, &key, arguments).await? {
-                Value::Integer(code) => Ok(code),
+                reply @ (Value::Integer(_) | Value::Array(_)) => Ok(reply),
                 other => Err(BackendError::new(format!(
                     "Redis rejected the read-write lock operation on `{key}`: {} (does the \
                      key hold other data?)",
@@ -149,7 +152,7 @@ impl RedisBackend {
         );
         let echoes = self.inner.echoes.clone();
         Box::pin(async move {
-            let code = reply.await;
+            let code = reply.await.and_then(reply_code);
             if listening {
                 echoes.settle(&key, matches!(code, Ok(code) if published(code)));
             }
@@ -170,7 +173,7 @@ impl RedisBackend {
             args.lease,
             0,
         );
-        Box::pin(async move { decode_renew(reply.await?) })
+        Box::pin(async move { decode_renew(reply_code(reply.await?)?) })
     }
 
     /// [`Backend::leave_queue`](crate::backend::Backend::leave_queue) of a writer: its mark
@@ -187,12 +190,37 @@ impl RedisBackend {
             Duration::from_millis(1),
             0,
         );
-        Box::pin(async move { decode_leave(reply.await?) })
+        Box::pin(async move { decode_leave(reply_code(reply.await?)?) })
     }
 }
 
-/// An acquisition's reply code, decoded.
-pub(in crate::backend) fn decode_acquire(code: i64) -> Result<Attempt, BackendError> {
+/// A reply that is a code alone.
+fn reply_code(reply: Value) -> Result<i64, BackendError> {
+    match reply {
+        Value::Integer(code) => Ok(code),
+        _ => Err(BackendError::new(
+            "Redis answered a read-write lock operation with a list, which its script gives \
+             only to a reader held back",
+        )),
+    }
+}
+
+/// An acquisition's reply, decoded.
+pub(in crate::backend) fn decode_acquire(reply: Value) -> Result<Attempt, BackendError> {
+    let code = match reply {
+        Value::Array(parts) => {
+            return match parts.as_slice() {
+                [Value::Integer(scripts::HELD_BACK), Value::Integer(ms)] if *ms >= 0 => {
+                    Ok(Attempt::HeldBack(Duration::from_millis(*ms as u64)))
+                }
+                _ => Err(BackendError::new(
+                    "Redis answered a read acquisition with a list that is not \
+                     [HELD_BACK, ms]",
+                )),
+            };
+        }
+        reply => reply_code(reply)?,
+    };
     Ok(match code {
         scripts::ACQUIRED => Attempt::Acquired,
         scripts::LOST => Attempt::Lost,

@@ -40,6 +40,11 @@ pub(crate) const SHARED: i64 = -4;
 pub(crate) const HANDED_OVER: i64 = 2;
 /// Acquisition unless recorded: the lock has a record (it follows in the reply).
 pub(crate) const RECORDED: i64 = -5;
+/// Read acquisition: a new reader held back by waiting writers (how long their marks last
+/// follows in the reply).
+pub(crate) const HELD_BACK: i64 = -6;
+/// Acquisition unless recorded, for named work: the lock is held for other work.
+pub(crate) const HELD_FOR_OTHER_WORK: i64 = -7;
 
 /// `lua` with SPUBLISH in place of PUBLISH for sharded pub/sub.
 pub(in crate::backend) fn publishing(lua: &str, sharded: bool) -> String {
@@ -112,6 +117,7 @@ mod tests {
             UNLOCK_MESSAGE
         );
         let lua = read_write(false);
+        assert_eq!(lua_constant(&lua, "HELD_BACK"), HELD_BACK.to_string());
         assert_eq!(lua_constant(&lua, "READ_RELEASED"), UNLOCK_MESSAGE);
         assert_eq!(lua_constant(&lua, "WRITE_RELEASED"), READ_UNLOCK_MESSAGE);
         assert_eq!(lua_constant(&batch(true), "PUBLISH"), "spublish");
@@ -127,6 +133,7 @@ mod tests {
             ("ACQUIRED", ACQUIRED),
             ("BUSY_FOREVER", BUSY_FOREVER),
             ("RECORDED", RECORDED),
+            ("HELD_FOR_OTHER_WORK", HELD_FOR_OTHER_WORK),
             ("NOT_HELD", NOT_HELD),
             ("UNLOCKED", UNLOCKED),
             ("UNLOCK_MESSAGE", UNLOCK_MESSAGE.parse().unwrap()),

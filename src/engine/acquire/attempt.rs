@@ -23,10 +23,14 @@ pub(super) fn attempt(
         (want.key.clone(), want.kind, want.owner.clone(), want.lease);
     DropSafe::new(checked(inner, want.args(waits)), move |result| {
         let marked = waits && undo_kind.rules().marks_waiting;
-        // Busy: nothing was taken (but a waiting writer may have marked its wait).
+        // Busy or held back: nothing was taken (but a waiting writer may have marked its
+        // wait).
         // Acquired, or an error (the attempt may have landed): release; releasing what was
         // never taken changes nothing.
-        let took = !matches!(result, Ok(Attempt::Busy(_)));
+        let took = !matches!(
+            result,
+            Ok(Attempt::Busy(_) | Attempt::HeldBack(_) | Attempt::HeldForOtherWork)
+        );
         if !took && !marked {
             return None;
         }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{backend_down, deadline_after, wait_ended, Acquisition, Grant, Want, ERROR_RETRY};
+use super::{
+    backend_down, deadline_after, wait_ended, Acquisition, Grant, Seen, Want, ERROR_RETRY,
+};
 use crate::backend::{FairArgs, FairAttempt, LeaveArgs};
 use crate::engine::drop_safe::DropSafe;
 use crate::engine::outage::{answer_by, answer_within, GaveUp};
@@ -134,13 +136,11 @@ impl<'a> FairAcquisition<'a> {
             }
         }
         drop(place);
-        Err(wait_ended(
-            inner,
-            &want.key,
-            started,
+        let seen = Seen {
             holder_until,
-            last_error,
-        ))
+            held_back: false,
+        };
+        Err(wait_ended(inner, &want.key, started, seen, last_error))
     }
 }
 

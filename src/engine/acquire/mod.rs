@@ -25,7 +25,7 @@ use super::shared::ManagerInner;
 use crate::backend::Attempt;
 use crate::error::{BackendError, LockError};
 use crate::key::LockKey;
-use crate::wait::{Local, Turn};
+use crate::wait::{Found, Local, Turn};
 
 /// Pause before a waiter retries after a backend error (doubling up to a second).
 pub(super) const ERROR_RETRY: Duration = Duration::from_millis(50);
@@ -39,6 +39,8 @@ pub(super) struct Acquisition<'a> {
     deadline: Instant,
     /// When the holder's lease ends, as last seen.
     holder_until: Option<Instant>,
+    /// The last attempt was held back by a waiting writer's mark.
+    held_back: bool,
     /// Its caller already waits (a multi-lock's parts after the first busy one): it rides
     /// an outage out from its first attempt on, like a queued waiter.
     waiting_already: bool,
@@ -55,6 +57,7 @@ impl<'a> Acquisition<'a> {
             started,
             deadline,
             holder_until: None,
+            held_back: false,
             waiting_already: false,
         }
     }
@@ -77,16 +80,16 @@ impl<'a> Acquisition<'a> {
             .inner
             .queues()
             .local_state(&self.want.key, self.want.kind);
-        let (mut holder_lease, mut first_error) = (None, None);
+        let (mut found, mut first_error) = (Found::Nothing, None);
         if local == Local::Free || (local == Local::Held && self.wait.is_zero()) {
             match self.first_try().await {
                 Ok(Ok(grant)) => return Ok(grant),
-                Ok(Err(lease)) => holder_lease = lease,
+                Ok(Err(refused)) => found = refused,
                 // A caller that waits already rides the failure out while its wait lasts.
                 Err(LockError::Unavailable(error))
                     if self.waiting_already && !self.wait.is_zero() =>
                 {
-                    (holder_lease, first_error) = (Some(ERROR_RETRY), Some(error));
+                    (found, first_error) = (Found::Busy(ERROR_RETRY), Some(error));
                 }
                 Err(error) => return Err(error),
             }
@@ -96,7 +99,7 @@ impl<'a> Acquisition<'a> {
         } else if self.wait.is_zero() {
             return Err(self.timed_out());
         }
-        self.wait_in_queue(holder_lease, first_error).await
+        self.wait_in_queue(found, first_error).await
     }
 
     /// One attempt now, whatever waits or holds in this process (a downgrade: the writer
@@ -110,8 +113,8 @@ impl<'a> Acquisition<'a> {
 
     /// The first attempt, with the name claimed so that newcomers that arrive meanwhile
     /// queue instead of trying too (a burst of duplicates costs one attempt, not one each).
-    /// `Ok(Err(lease))`: busy, the holder's lease as reported.
-    async fn first_try(&mut self) -> Result<Result<Grant, Option<Duration>>, LockError> {
+    /// `Ok(Err(found))`: not granted, and what the attempt found.
+    async fn first_try(&mut self) -> Result<Result<Grant, Found>, LockError> {
         let claim = self.inner.queues().claim(&self.want.key, self.want.kind);
         let sent = Instant::now();
         // A waiting request's deadline also bounds its first attempt (a slow backend),
@@ -145,11 +148,17 @@ impl<'a> Acquisition<'a> {
                 token: attempt.fencing_token(),
             })),
             Attempt::Recorded(record) => Err(self.recorded(record)),
+            Attempt::HeldForOtherWork => Err(self.held_for_other_work()),
             Attempt::Busy(pttl) => {
                 self.holder_until = pttl.map(|pttl| sent + pttl);
-                Ok(Err(pttl))
+                self.held_back = false;
+                Ok(Err(pttl.map_or(Found::Nothing, Found::Busy)))
             }
-            Attempt::Lost => Ok(Err(None)),
+            Attempt::HeldBack(marks_end) => {
+                (self.holder_until, self.held_back) = (None, true);
+                Ok(Err(Found::HeldBack(marks_end)))
+            }
+            Attempt::Lost => Ok(Err(Found::Nothing)),
         }
     }
 
@@ -157,14 +166,13 @@ impl<'a> Acquisition<'a> {
     /// subscription) or when the holder's lease as last seen ends, until the deadline.
     async fn wait_in_queue(
         mut self,
-        holder_lease: Option<Duration>,
+        found: Found,
         first_error: Option<BackendError>,
     ) -> Result<Grant, LockError> {
         let (inner, want) = (self.inner, self.want);
-        let ticket =
-            inner
-                .queues()
-                .join(&want.key, want.kind, holder_lease, &want.owner, want.lease);
+        let ticket = inner
+            .queues()
+            .join(&want.key, want.kind, found, &want.owner, want.lease);
         let mut queued = QueuedWaiter::new(ticket, inner, want);
         let mut last_error = first_error;
         let mut error_retry = ERROR_RETRY;
@@ -191,9 +199,18 @@ impl<'a> Acquisition<'a> {
                         Ok(Ok(Attempt::Busy(pttl))) => {
                             last_error = None;
                             self.holder_until = pttl.map(|pttl| sent + pttl);
+                            self.held_back = false;
                             queued.ticket().busy(pttl);
                         }
+                        Ok(Ok(Attempt::HeldBack(marks_end))) => {
+                            last_error = None;
+                            (self.holder_until, self.held_back) = (None, true);
+                            queued.ticket().held_back(marks_end);
+                        }
                         Ok(Ok(Attempt::Lost)) => queued.ticket().busy(None),
+                        Ok(Ok(Attempt::HeldForOtherWork)) => {
+                            return Err(self.held_for_other_work());
+                        }
                         Ok(Ok(Attempt::Recorded(record))) => {
                             // Every local waiter for it will find the record too: they
                             // look at once rather than one after another.
@@ -231,17 +248,25 @@ impl<'a> Acquisition<'a> {
         drop(queued);
         // A wait that ends while the backend fails or is known down says so: whether the
         // lock is busy is not known then.
-        Err(wait_ended(
-            inner,
-            &want.key,
-            self.started,
-            self.holder_until,
-            last_error,
-        ))
+        let seen = Seen {
+            holder_until: self.holder_until,
+            held_back: self.held_back,
+        };
+        Err(wait_ended(inner, &want.key, self.started, seen, last_error))
     }
 
     fn timed_out(&self) -> LockError {
-        timed_out(&self.want.key, self.started, self.holder_until)
+        let seen = Seen {
+            holder_until: self.holder_until,
+            held_back: self.held_back,
+        };
+        timed_out(&self.want.key, self.started, seen)
+    }
+
+    fn held_for_other_work(&self) -> LockError {
+        LockError::HeldForOtherWork {
+            key: self.want.key.clone(),
+        }
     }
 
     fn recorded(&self, record: bytes::Bytes) -> LockError {
@@ -259,14 +284,21 @@ pub(super) fn deadline_after(started: Instant, wait: Duration) -> Instant {
         .unwrap_or(started + Duration::from_secs(86_400 * 365))
 }
 
-/// The lock was busy throughout a wait from `started`; the holder's lease as last seen
-/// ended at `holder_until`.
-fn timed_out(key: &LockKey, started: Instant, holder_until: Option<Instant>) -> LockError {
-    LockError::TimedOut {
-        key: key.clone(),
-        waited: started.elapsed(),
-        holder_lease: holder_until.map(|until| until.saturating_duration_since(Instant::now())),
-    }
+/// What the last attempt of a wait saw.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Seen {
+    /// When the holder's lease ends, as reported.
+    pub(super) holder_until: Option<Instant>,
+    /// A waiting writer's mark held this new reader back, whoever held the lock.
+    pub(super) held_back: bool,
+}
+
+/// The lock was busy throughout a wait from `started`, as its last attempt saw.
+fn timed_out(key: &LockKey, started: Instant, seen: Seen) -> LockError {
+    let holder_lease = seen
+        .holder_until
+        .map(|until| until.saturating_duration_since(Instant::now()));
+    LockError::timed_out(key.clone(), started.elapsed(), holder_lease, seen.held_back)
 }
 
 /// The error of a wait that ended without the lock: a wait that ends while the backend
@@ -276,13 +308,13 @@ pub(super) fn wait_ended(
     inner: &ManagerInner,
     key: &LockKey,
     started: Instant,
-    holder_until: Option<Instant>,
+    seen: Seen,
     last_error: Option<BackendError>,
 ) -> LockError {
     match last_error {
         Some(error) => LockError::Unavailable(error),
         None if !inner.store().is_available() => LockError::Unavailable(backend_down(inner)),
-        None => timed_out(key, started, holder_until),
+        None => timed_out(key, started, seen),
     }
 }
 

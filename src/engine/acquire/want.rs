@@ -33,11 +33,15 @@ pub(in crate::engine) struct Want {
     /// Take the lock only if it has no record (else the acquisition ends with
     /// [`LockError::Recorded`]).
     pub(in crate::engine) unless_recorded: bool,
+    /// The work it is taken for (with `unless_recorded`; boxed, as most acquisitions name
+    /// none and this is moved about).
+    pub(in crate::engine) work: Option<Box<bytes::Bytes>>,
 }
 
 impl Want {
     /// The backend arguments of a first acquisition; `waits`: the acquirer goes on
     /// waiting if it finds the lock busy.
+    #[inline]
     pub(in crate::engine) fn args(&self, waits: bool) -> AcquireArgs {
         AcquireArgs {
             key: self.key.clone(),
@@ -47,6 +51,7 @@ impl Want {
             expected: 0,
             waits,
             unless_recorded: self.unless_recorded,
+            work: self.work.as_deref().cloned(),
         }
     }
 
