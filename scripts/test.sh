@@ -33,6 +33,8 @@ echo "Redisson interop jar built in $(( $(date +%s) - started )) s"
 export CARGO_INCREMENTAL=0
 
 cargo fmt --all -- --check
+# No two files of src/ reach each other through their imports.
+python3 scripts/import-cycles.py src
 # Cargo.toml's rust-version is what the locked dependency tree really needs.
 python3 scripts/rust-version.py --check
 cargo clippy --all-targets --all-features --quiet -- -D warnings

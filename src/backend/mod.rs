@@ -17,33 +17,36 @@ use crate::kind::LockKind;
 
 mod capabilities;
 mod fair;
-mod fenced;
-pub(crate) mod inspect;
+pub(crate) mod info;
 mod memory;
 mod notices;
-mod plain;
-mod read_write;
+mod permits;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
 mod redlock;
-mod semaphore;
 
 pub use crate::error::BackendError;
 pub use capabilities::Capabilities;
 pub use fair::{FairArgs, FairAttempt};
-pub use inspect::{
+pub use info::{
     ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, NameList, QueuedWaiter,
     LISTED_MAX,
 };
 pub use memory::MemoryBackend;
 pub use notices::Notices;
+pub(crate) use permits::permit_ids_hex;
+pub use permits::PermitUsage;
 #[cfg(feature = "redis")]
 pub use redis::{unlock_channel, MissingAck, RedisBackend, ReplicaAck, DEFAULT_COMMAND_TIMEOUT};
 #[cfg(feature = "redis")]
 pub use redlock::{RedLockBackend, DEFAULT_NODE_TIMEOUT};
-pub(crate) use semaphore::permit_ids_hex;
-pub use semaphore::PermitUsage;
+
+/// How long a read-write lock's waiting writer's mark lives unless the writer renews it
+/// (see [`AcquireArgs::waits`]): its attempts, made at least every third of this while it
+/// waits, renew it, so that the mark of a writer whose process died holds new readers back
+/// for at most this long.
+pub const WRITER_MARK_LEASE: Duration = Duration::from_millis(1500);
 
 /// A boxed, sendable future that owns its data (it may outlive its caller: an operation whose
 /// caller went away is finished and cleaned up in the background).

@@ -11,7 +11,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::echoes::Echoes;
 use super::names::{keys_of_channel, keys_of_read_write_channel, keys_of_semaphore_channel};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use crate::backend::fair::waiter_channels::WaiterChannels;
+use crate::backend::redis::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
 use crate::telemetry::TARGET;
 

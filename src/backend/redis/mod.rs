@@ -1,16 +1,16 @@
 //! The Redis backend (via [fred]): Redisson's lock layout and scripts, one subscriber
-//! connection per manager for unlock notices.
+//! connection per manager for unlock notices. Everything Redis is in this folder:
 //!
-//! What every lock kind shares on Redis is here; each kind's script and operations are in
-//! its own folder (`backend/plain/`: the plain lock, its batches and records;
-//! `backend/read_write/`, `backend/fair/`, `backend/fenced/`).
-//!
-//! - `commands`: where commands go (a client or a pool) and the script call;
-//! - `scripts`: what the scripts share (reply codes, messages, sharded `SPUBLISH`);
+//! - each kind's script and operations: `plain.rs` with `batch/` (group commit: many plain
+//!   lock operations in one call of `batch.lua`), `record.rs` (locks with a record),
+//!   `read_write.rs`, `fair.rs` with `waiter_channels.rs` (a channel per fair waiter),
+//!   `fenced.rs`, `semaphore.rs`, `inspect.rs` (inspection, listing, force-unlock);
 //! - `operations`: the [`Backend`](super::Backend) implementation, one exhaustive `match`
 //!   per operation into the kinds' code;
-//! - `subscriptions`, `messages` and `echoes`: listening for unlocks, telling our own
-//!   apart;
+//! - `commands`: where commands go (a client or a pool) and the script call;
+//! - `scripts`: what the scripts share (reply codes, messages, sharded `SPUBLISH`);
+//! - `channels`, `subscriptions`, `messages` and `echoes`: listening for unlocks, telling
+//!   our own apart;
 //! - `names`: Redisson's key and channel names;
 //! - `connect` and `replicas`: connections, reconnects, replica acknowledgement.
 
@@ -26,23 +26,32 @@ use tokio::task::JoinHandle;
 use super::Notices;
 use crate::error::BackendError;
 
+mod batch;
 mod channel_use;
-pub(in crate::backend) mod commands;
+mod channels;
+mod commands;
 mod connect;
 mod echoes;
+mod fair;
+mod fenced;
+mod inspect;
 mod messages;
-pub(in crate::backend) mod names;
+mod names;
 mod operations;
+mod plain;
+mod read_write;
+mod record;
 mod replicas;
-pub(in crate::backend) mod scripts;
-pub(in crate::backend) mod subscriptions;
+mod scripts;
+mod semaphore;
+mod subscriptions;
+mod waiter_channels;
 
-use super::{fair, fenced, inspect, plain, read_write, semaphore};
+use batch::Batcher;
 use commands::Commands;
 use connect::{build, servers};
 use echoes::Echoes;
 pub use names::unlock_channel;
-use plain::batch::Batcher;
 pub use replicas::{MissingAck, ReplicaAck};
 
 /// Default time limit for one Redis command.
@@ -214,14 +223,14 @@ impl RedisBackend {
                     max_attempts: Some(1),
                     ..Default::default()
                 },
-                batch: Script::from_lua(plain::batch::script(sharded)),
-                read_write: Script::from_lua(read_write::redis::script(sharded)),
-                fair: Script::from_lua(fair::redis::script(sharded)),
-                fenced: Script::from_lua(fenced::redis::script(sharded)),
-                semaphore: Script::from_lua(semaphore::redis::script(sharded)),
-                inspect: Script::from_lua(inspect::redis::inspect_script()),
-                force_unlock: Script::from_lua(inspect::redis::force_unlock_script(sharded)),
-                record: Script::from_lua(plain::record_script(sharded)),
+                batch: Script::from_lua(batch::script(sharded)),
+                read_write: Script::from_lua(read_write::script(sharded)),
+                fair: Script::from_lua(fair::script(sharded)),
+                fenced: Script::from_lua(fenced::script(sharded)),
+                semaphore: Script::from_lua(semaphore::script(sharded)),
+                inspect: Script::from_lua(inspect::inspect_script()),
+                force_unlock: Script::from_lua(inspect::force_unlock_script(sharded)),
+                record: Script::from_lua(record::script(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),
                 notices: OnceLock::new(),

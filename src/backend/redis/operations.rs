@@ -1,5 +1,5 @@
 //! The [`Backend`] implementation: one exhaustive `match` per operation, into each kind's
-//! own code (`backend/<kind>/redis.rs`), and what every kind shares (listening for
+//! own file (`plain.rs`, `fair.rs`, …), and what every kind shares (listening for
 //! unlocks, capabilities, the connection's state).
 
 use fred::prelude::*;

@@ -64,95 +64,41 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// Redisson's READ_UNLOCK message: wakes every waiter (read-write locks).
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 
+/// Test support: `lua(false)` gives each of `codes` and `messages` the Rust constant's value
+/// (in its `local NAME, … = value, …` lines) and publishes with PUBLISH, and `lua(true)` with
+/// SPUBLISH.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::fair::redis::script as fair;
-    use crate::backend::fenced::redis::script as fenced;
-    use crate::backend::plain::batch::script as batch;
-    use crate::backend::plain::record_script as record;
-    use crate::backend::read_write::redis::script as read_write;
-    use crate::backend::semaphore::redis::script as semaphore;
-
-    /// The value the script's `local NAME, … = value, …` lines give `name`.
-    fn lua_constant(lua: &str, name: &str) -> String {
-        for line in lua.lines() {
-            let Some(rest) = line.strip_prefix("local ") else {
-                continue;
-            };
-            let Some((names, values)) = rest.split_once(" = ") else {
-                continue;
-            };
-            let names: Vec<&str> = names.split(", ").collect();
-            let values: Vec<&str> = values.split(", ").collect();
-            if let Some(at) = names.iter().position(|n| *n == name) {
-                return values[at].trim_matches('\'').to_owned();
-            }
-        }
-        panic!("the script does not define {name}");
+pub(super) fn check_script(
+    lua: fn(bool) -> String,
+    codes: &[(&str, i64)],
+    messages: &[(&str, &str)],
+) {
+    let classic = lua(false);
+    for (name, value) in codes {
+        assert_eq!(lua_constant(&classic, name), value.to_string(), "{name}");
     }
-
-    #[test]
-    fn the_scripts_reply_codes_and_messages_are_the_rust_constants() {
-        let shared = [
-            ("ACQUIRED", ACQUIRED),
-            ("BUSY_FOREVER", BUSY_FOREVER),
-            ("LOST", LOST),
-            ("NOT_HELD", NOT_HELD),
-            ("UNLOCKED", UNLOCKED),
-        ];
-        let batch_only = [("HANDED_OVER", HANDED_OVER)];
-        for (lua, only) in [
-            (batch(false), &batch_only[..]),
-            (read_write(false), &[][..]),
-            (fair(false), &[][..]),
-        ] {
-            for (name, value) in shared.iter().chain(only) {
-                assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
-            }
-            assert_eq!(lua_constant(&lua, "PUBLISH"), "publish");
-        }
-        assert_eq!(
-            lua_constant(&batch(false), "UNLOCK_MESSAGE"),
-            UNLOCK_MESSAGE
-        );
-        let lua = read_write(false);
-        assert_eq!(lua_constant(&lua, "HELD_BACK"), HELD_BACK.to_string());
-        assert_eq!(lua_constant(&lua, "READ_RELEASED"), UNLOCK_MESSAGE);
-        assert_eq!(lua_constant(&lua, "WRITE_RELEASED"), READ_UNLOCK_MESSAGE);
-        assert_eq!(lua_constant(&batch(true), "PUBLISH"), "spublish");
-        assert_eq!(lua_constant(&read_write(true), "PUBLISH"), "spublish");
-        assert_eq!(lua_constant(&fair(true), "PUBLISH"), "spublish");
-        assert_eq!(lua_constant(&fair(false), "UNLOCK_MESSAGE"), UNLOCK_MESSAGE);
-        let fenced = fenced(false);
-        for (name, value) in &shared[..3] {
-            assert_eq!(lua_constant(&fenced, name), value.to_string(), "{name}");
-        }
-        let recorded = record(false);
-        for (name, value) in [
-            ("ACQUIRED", ACQUIRED),
-            ("BUSY_FOREVER", BUSY_FOREVER),
-            ("RECORDED", RECORDED),
-            ("HELD_FOR_OTHER_WORK", HELD_FOR_OTHER_WORK),
-            ("NOT_HELD", NOT_HELD),
-            ("UNLOCKED", UNLOCKED),
-            ("UNLOCK_MESSAGE", UNLOCK_MESSAGE.parse().unwrap()),
-        ] {
-            assert_eq!(lua_constant(&recorded, name), value.to_string(), "{name}");
-        }
-        assert_eq!(lua_constant(&record(true), "PUBLISH"), "spublish");
-        let lua = semaphore(false);
-        for (name, value) in [
-            ("ACQUIRED", ACQUIRED),
-            ("BUSY_FOREVER", BUSY_FOREVER),
-            ("LOST", LOST),
-            ("NOT_HELD", NOT_HELD),
-            ("UNLOCKED", UNLOCKED),
-            ("HANDED_OVER", HANDED_OVER),
-        ] {
-            assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
-        }
-        assert_eq!(lua_constant(&lua, "PUBLISH"), "publish");
-        assert_eq!(lua_constant(&semaphore(true), "PUBLISH"), "spublish");
+    for (name, value) in messages {
+        assert_eq!(lua_constant(&classic, name), *value, "{name}");
     }
+    assert_eq!(lua_constant(&classic, "PUBLISH"), "publish");
+    assert_eq!(lua_constant(&lua(true), "PUBLISH"), "spublish");
+}
+
+/// The value the script's `local NAME, … = value, …` lines give `name`.
+#[cfg(test)]
+pub(super) fn lua_constant(lua: &str, name: &str) -> String {
+    for line in lua.lines() {
+        let Some(rest) = line.strip_prefix("local ") else {
+            continue;
+        };
+        let Some((names, values)) = rest.split_once(" = ") else {
+            continue;
+        };
+        let names: Vec<&str> = names.split(", ").collect();
+        let values: Vec<&str> = values.split(", ").collect();
+        if let Some(at) = names.iter().position(|n| *n == name) {
+            return values[at].trim_matches('\'').to_owned();
+        }
+    }
+    panic!("the script does not define {name}");
 }

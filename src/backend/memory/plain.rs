@@ -4,7 +4,7 @@
 
 use tokio::time::Instant;
 
-use crate::backend::memory::table::{Entry, Locks, PlainHolder};
+use crate::backend::memory::{Entry, Locks, PlainHolder};
 use crate::backend::{AcquireArgs, Attempt, ReleaseArgs, RenewArgs};
 use crate::error::Released;
 

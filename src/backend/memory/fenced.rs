@@ -3,8 +3,8 @@
 
 use tokio::time::Instant;
 
-use crate::backend::memory::table::Locks;
-use crate::backend::plain::memory as plain;
+use crate::backend::memory::plain;
+use crate::backend::memory::Locks;
 use crate::backend::{AcquireArgs, Attempt};
 
 /// An acquisition: the plain lock's, and the token it got. A re-sent acquisition that

@@ -18,13 +18,17 @@ use std::task::{Context, Poll};
 use fred::prelude::*;
 use tokio::sync::oneshot;
 
-use super::batch_arguments::arguments;
-use super::batch_layout::Layout;
-pub(in crate::backend) use super::batch_operation::{OpKind, Operation};
+mod arguments;
+mod layout;
+mod operation;
+
 use crate::backend::redis::commands::eval_script;
 use crate::backend::redis::BackendInner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
+use arguments::arguments;
+use layout::Layout;
+pub(in crate::backend) use operation::{OpKind, Operation};
 
 /// The most operations one script call carries (a bound on how long it runs in Redis).
 const MAX_BATCH: usize = 128;
@@ -376,5 +380,26 @@ async fn call(inner: &Arc<BackendInner>, operations: &[Operation]) -> Vec<Reply>
                 .collect()
         }
         Err(error) => operations.iter().map(|_| Err(error.clone())).collect(),
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::super::scripts::*;
+
+    #[test]
+    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
+        check_script(
+            super::script,
+            &[
+                ("ACQUIRED", ACQUIRED),
+                ("BUSY_FOREVER", BUSY_FOREVER),
+                ("LOST", LOST),
+                ("NOT_HELD", NOT_HELD),
+                ("UNLOCKED", UNLOCKED),
+                ("HANDED_OVER", HANDED_OVER),
+            ],
+            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
+        );
     }
 }

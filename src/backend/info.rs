@@ -2,10 +2,6 @@
 //! read only), which names exist (by pattern, bounded), and freeing a name whatever holds
 //! it ([`ForceUnlocked`]). The types are re-exported by [`tower_lock::admin`](crate::admin).
 
-pub(in crate::backend) mod memory;
-#[cfg(feature = "redis")]
-pub(in crate::backend) mod redis;
-
 use std::time::Duration;
 
 use crate::key::LockKey;
@@ -147,34 +143,6 @@ pub struct NameList {
     pub truncated: bool,
 }
 
-/// Key prefixes of the objects that belong to a lock's name (Redisson's and tower-lock's),
-/// which a listing leaves out.
-#[cfg(any(test, feature = "redis"))]
-const DERIVED_PREFIXES: [&str; 4] = [
-    "redisson_lock_queue:",
-    "redisson_lock_timeout:",
-    "redisson_lock_token:",
-    "tower_lock_record:",
-];
-
-/// Whether a key names a lock rather than an object that belongs to one (a fair queue, a
-/// token counter, a semaphore's permits, a read hold's timeout key): a listing counts only
-/// these, so that its limit is a limit on names.
-#[cfg(any(test, feature = "redis"))]
-pub(in crate::backend) fn is_lock_key(key: &str) -> bool {
-    if DERIVED_PREFIXES
-        .iter()
-        .any(|prefix| key.starts_with(prefix))
-    {
-        return false;
-    }
-    let belongs = key.starts_with('{')
-        && (key.ends_with(":timeout")
-            || key.contains(":rwlock_timeout:")
-            || key.ends_with(":tower_lock:waiting_writers"));
-    !belongs
-}
-
 impl LockInfo {
     /// A name with nothing stored.
     pub(crate) fn free(key: LockKey) -> Self {
@@ -186,24 +154,6 @@ impl LockInfo {
             queued: 0,
             fencing_token: None,
             permits: None,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_lock_key;
-
-    #[test]
-    fn a_listing_counts_names_not_what_belongs_to_them() {
-        assert!(is_lock_key("order:42"));
-        for derived in [
-            "redisson_lock_queue:{order:42}",
-            "{order:42}:timeout",
-            "{order:42}:abc:1:rwlock_timeout:1",
-            "tower_lock_record:{job}",
-        ] {
-            assert!(!is_lock_key(derived), "{derived}");
         }
     }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use crate::backend::read_write::WRITER_MARK_LEASE;
 use crate::backend::redis::commands::{eval_script, millis, script_call};
 use crate::backend::redis::{names, scripts, RedisBackend};
+use crate::backend::WRITER_MARK_LEASE;
 use crate::backend::{
     AcquireArgs, Attempt, BoxFuture, LeaveArgs, ReleaseArgs, ReleaseReply, RenewArgs,
 };
@@ -278,4 +278,28 @@ fn unknown(operation: &str, code: i64) -> BackendError {
     BackendError::new(format!(
         "Redis answered {code} to {operation} of a read-write lock, which its script never answers"
     ))
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::scripts::*;
+
+    #[test]
+    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
+        check_script(
+            super::script,
+            &[
+                ("ACQUIRED", ACQUIRED),
+                ("BUSY_FOREVER", BUSY_FOREVER),
+                ("LOST", LOST),
+                ("NOT_HELD", NOT_HELD),
+                ("UNLOCKED", UNLOCKED),
+                ("HELD_BACK", HELD_BACK),
+            ],
+            &[
+                ("READ_RELEASED", UNLOCK_MESSAGE),
+                ("WRITE_RELEASED", READ_UNLOCK_MESSAGE),
+            ],
+        );
+    }
 }

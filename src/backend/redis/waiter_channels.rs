@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::channels::Channels;
 use crate::backend::redis::names::fair_channel;
-use crate::backend::redis::subscriptions::Channels;
 use crate::backend::Notices;
 use crate::key::{LockKey, OwnerId};
 use crate::telemetry::throttled;

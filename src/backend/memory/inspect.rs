@@ -1,8 +1,8 @@
 //! Inspection, listing and force-unlock on the memory backend, by the same rules as on
 //! Redis.
 
-use super::{ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, LISTED_MAX};
-use crate::backend::memory::table::{Entry, Locks};
+use crate::backend::memory::{Entry, Locks};
+use crate::backend::{ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, LISTED_MAX};
 use crate::key::{KeySet, LockKey};
 
 /// What `key` holds now.

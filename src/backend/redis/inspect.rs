@@ -6,14 +6,13 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::{
-    is_lock_key, ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, QueuedWaiter,
-    LISTED_MAX,
-};
 use crate::backend::redis::commands::eval_script;
 use crate::backend::redis::{names, scripts, RedisBackend};
-use crate::backend::semaphore::PermitUsage;
 use crate::backend::BoxFuture;
+use crate::backend::PermitUsage;
+use crate::backend::{
+    ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, QueuedWaiter, LISTED_MAX,
+};
 use crate::error::BackendError;
 use crate::key::LockKey;
 
@@ -280,4 +279,48 @@ fn decode_inspection(key: LockKey, reply: Value) -> Result<LockInfo, String> {
         }
     }
     Ok(info)
+}
+
+/// Key prefixes of the objects that belong to a lock's name (Redisson's and tower-lock's),
+/// which a listing leaves out.
+const DERIVED_PREFIXES: [&str; 4] = [
+    "redisson_lock_queue:",
+    "redisson_lock_timeout:",
+    "redisson_lock_token:",
+    "tower_lock_record:",
+];
+
+/// Whether a key names a lock rather than an object that belongs to one (a fair queue, a
+/// token counter, a semaphore's permits, a read hold's timeout key): a listing counts only
+/// these, so that its limit is a limit on names.
+fn is_lock_key(key: &str) -> bool {
+    if DERIVED_PREFIXES
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
+    {
+        return false;
+    }
+    let belongs = key.starts_with('{')
+        && (key.ends_with(":timeout")
+            || key.contains(":rwlock_timeout:")
+            || key.ends_with(":tower_lock:waiting_writers"));
+    !belongs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_lock_key;
+
+    #[test]
+    fn a_listing_counts_names_not_what_belongs_to_them() {
+        assert!(is_lock_key("order:42"));
+        for derived in [
+            "redisson_lock_queue:{order:42}",
+            "{order:42}:timeout",
+            "{order:42}:abc:1:rwlock_timeout:1",
+            "tower_lock_record:{job}",
+        ] {
+            assert!(!is_lock_key(derived), "{derived}");
+        }
+    }
 }

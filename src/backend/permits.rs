@@ -1,6 +1,7 @@
-//! Permit ids: 16 bytes each (Redisson's `RPermitExpirableSemaphore` members since 3.17),
-//! derived from the owner of the acquisition, so that the guard, the watchdog, a re-sent
-//! command and a background release all name the same permits without storing them.
+//! A semaphore's permits: their usage as a backend reports it ([`PermitUsage`]), and their
+//! ids, 16 bytes each (Redisson's `RPermitExpirableSemaphore` members since 3.17), derived
+//! from the owner of the acquisition, so that the guard, the watchdog, a re-sent command and
+//! a background release all name the same permits without storing them.
 
 use uuid::Uuid;
 
@@ -51,5 +52,30 @@ mod tests {
         assert!(hex[0]
             .bytes()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+}
+
+/// A semaphore's permits now, as the backend sees them (see
+/// [`LockManager::semaphore_usage`](crate::LockManager::semaphore_usage)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitUsage {
+    /// The limit in force (available and held permits together), or `None` when the name
+    /// was never used (its first acquisition sets it).
+    pub limit: Option<u32>,
+    /// Permits held now with a lease that has not ended.
+    pub in_use: u32,
+}
+
+impl PermitUsage {
+    /// A name's usage: `limit` (`None`: never set) and the permits in use.
+    pub fn new(limit: Option<u32>, in_use: u32) -> Self {
+        PermitUsage { limit, in_use }
+    }
+
+    /// Permits that an acquisition could take now (0 while the limit was lowered under
+    /// the permits still held).
+    pub fn available(&self) -> u32 {
+        self.limit.unwrap_or(0).saturating_sub(self.in_use)
     }
 }

@@ -14,6 +14,13 @@ use crate::error::{BackendError, Released};
 use crate::key::LockKey;
 use crate::kind::LockKind;
 
+/// A plain lock with a record (`record.lua`), with PUBLISH or SPUBLISH: an acquisition unless
+/// the lock has a record (`RECORDED` and the record when it has), and a last release that
+/// stores one and publishes Redisson's UNLOCK message (`0`).
+pub(super) fn script(sharded: bool) -> String {
+    super::scripts::publishing(include_str!("record.lua"), sharded)
+}
+
 impl RedisBackend {
     /// Runs one operation of the record script with `arguments` after the operation code.
     fn record_call<const N: usize>(
@@ -224,5 +231,26 @@ mod tests {
             Released::NotHeld
         );
         assert!(decode_release(Value::from(-7), false).is_err());
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::scripts::*;
+
+    #[test]
+    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
+        check_script(
+            super::script,
+            &[
+                ("ACQUIRED", ACQUIRED),
+                ("BUSY_FOREVER", BUSY_FOREVER),
+                ("RECORDED", RECORDED),
+                ("HELD_FOR_OTHER_WORK", HELD_FOR_OTHER_WORK),
+                ("NOT_HELD", NOT_HELD),
+                ("UNLOCKED", UNLOCKED),
+            ],
+            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
+        );
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::WRITER_MARK_LEASE;
-use crate::backend::memory::table::{Entry, Locks};
+use crate::backend::memory::{Entry, Locks};
+use crate::backend::WRITER_MARK_LEASE;
 use crate::backend::{AcquireArgs, Attempt, LeaveArgs, ReleaseArgs, RenewArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
@@ -37,8 +37,8 @@ impl SharedHold {
     pub(in crate::backend) fn inspected(
         &self,
         now: Instant,
-    ) -> Vec<crate::backend::inspect::HolderInfo> {
-        use crate::backend::inspect::{HolderInfo, HolderSide};
+    ) -> Vec<crate::backend::info::HolderInfo> {
+        use crate::backend::info::{HolderInfo, HolderSide};
         let left = |expires: Instant| Some(expires.saturating_duration_since(now));
         let writer = self.writer.iter().map(|(owner, count)| HolderInfo {
             owner: owner.as_str().to_owned(),

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::memory::table::{Entry, Locks, PlainHolder};
-use crate::backend::plain::memory as plain;
+use crate::backend::memory::plain;
+use crate::backend::memory::{Entry, Locks, PlainHolder};
 use crate::backend::{AcquireArgs, Attempt, FairArgs, FairAttempt, LeaveArgs, ReleaseArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
@@ -34,11 +34,11 @@ impl FairQueue {
         &self,
         now: Instant,
         max: usize,
-    ) -> Vec<crate::backend::inspect::QueuedWaiter> {
+    ) -> Vec<crate::backend::info::QueuedWaiter> {
         self.0
             .iter()
             .take(max)
-            .map(|place| crate::backend::inspect::QueuedWaiter {
+            .map(|place| crate::backend::info::QueuedWaiter {
                 owner: place.owner.as_str().to_owned(),
                 place_lasts: Some(place.deadline.saturating_duration_since(now)),
             })

@@ -4,8 +4,8 @@ use fred::bytes::BytesMut;
 use fred::bytes_utils::Str;
 use fred::prelude::*;
 
-use super::batch_layout::Layout;
-use super::batch_operation::{OpKind, Operation};
+use super::layout::Layout;
+use super::operation::{OpKind, Operation};
 use crate::backend::redis::names::channel_parts;
 
 /// `EVALSHA`'s arguments for `operations` (the SHA, the key count, the keys, the script's

@@ -289,3 +289,23 @@ mod tests {
         assert!(decode_leave(Value::Integer(0)).is_err());
     }
 }
+
+#[cfg(test)]
+mod script_tests {
+    use super::scripts::*;
+
+    #[test]
+    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
+        check_script(
+            super::script,
+            &[
+                ("ACQUIRED", ACQUIRED),
+                ("BUSY_FOREVER", BUSY_FOREVER),
+                ("LOST", LOST),
+                ("NOT_HELD", NOT_HELD),
+                ("UNLOCKED", UNLOCKED),
+            ],
+            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
+        );
+    }
+}

@@ -6,7 +6,7 @@
 //! multi-key `EXISTS` checks that all are free), last releases to the back (one multi-key
 //! `DEL` at the end). Operations on a shared key keep their order, in the middle.
 
-use super::batch_operation::{OpKind, Operation};
+use super::operation::{OpKind, Operation};
 
 /// A call's operation order and the script's two leading arguments.
 pub(in crate::backend) struct Layout {

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use super::{permit_ids, PermitUsage};
+use crate::backend::permits::permit_ids;
 use crate::backend::redis::commands::{eval_script, millis};
 use crate::backend::redis::{names, scripts, RedisBackend};
+use crate::backend::PermitUsage;
 use crate::backend::{
     AcquireArgs, Attempt, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs, Successor,
 };
@@ -321,5 +322,26 @@ mod tests {
         assert_eq!(usage(8, 3), Some(PermitUsage::new(Some(8), 3)));
         assert_eq!(usage(-1, 0), Some(PermitUsage::new(None, 0)));
         assert_eq!(decode_usage(&Value::from(1)), None);
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::scripts::*;
+
+    #[test]
+    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
+        check_script(
+            super::script,
+            &[
+                ("ACQUIRED", ACQUIRED),
+                ("BUSY_FOREVER", BUSY_FOREVER),
+                ("LOST", LOST),
+                ("NOT_HELD", NOT_HELD),
+                ("UNLOCKED", UNLOCKED),
+                ("HANDED_OVER", HANDED_OVER),
+            ],
+            &[],
+        );
     }
 }

@@ -9,12 +9,6 @@ use std::time::Duration;
 
 use crate::key::{LockKey, OwnerId};
 
-pub(in crate::backend) mod memory;
-#[cfg(feature = "redis")]
-pub(in crate::backend) mod redis;
-#[cfg(feature = "redis")]
-pub(in crate::backend) mod waiter_channels;
-
 /// One attempt of a fair waiter: take the lock if it is free and nobody is queued before
 /// this owner, else join the queue (or stay in it, keeping the place alive).
 #[derive(Debug, Clone)]

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use tokio::time::Instant;
 
-use super::PermitUsage;
-use crate::backend::memory::table::Locks;
+use crate::backend::memory::Locks;
+use crate::backend::{permit_ids_hex, PermitUsage};
 use crate::backend::{AcquireArgs, Attempt, ReleaseArgs, RenewArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
@@ -37,15 +37,15 @@ impl Semaphore {
     pub(in crate::backend) fn inspected(
         &mut self,
         now: Instant,
-    ) -> (PermitUsage, Vec<crate::backend::inspect::HolderInfo>) {
-        use crate::backend::inspect::{HolderInfo, HolderSide};
+    ) -> (PermitUsage, Vec<crate::backend::info::HolderInfo>) {
+        use crate::backend::info::{HolderInfo, HolderSide};
         let in_use = self.in_use(now);
         let permits = self
             .holders
             .iter()
             .flat_map(|(owner, (count, expires))| {
                 let lease = Some(expires.saturating_duration_since(now));
-                super::permit_ids_hex(owner, *count)
+                permit_ids_hex(owner, *count)
                     .into_iter()
                     .map(move |id| HolderInfo {
                         owner: id,
