@@ -73,6 +73,15 @@ pub enum LockError {
         /// The lock.
         key: LockKey,
     },
+    /// The manager's backend does not have this kind of lock or this operation (see
+    /// [`Capabilities`](crate::backend::Capabilities)): refused at once, before anything
+    /// reached the backend. A setup mistake: choose a backend that has it.
+    Unsupported {
+        /// The backend's name (`"redlock"`, …).
+        backend: &'static str,
+        /// What it does not have (`"fair locks"`, `"locks with a record"`, …).
+        what: String,
+    },
     /// A guard was asked for a kind of lock its hold cannot become: a read hold cannot
     /// become a write hold (no upgrade: two readers upgrading at once would wait for each
     /// other forever), and a plain lock is not a read-write lock. Answered at once.
@@ -124,6 +133,11 @@ impl fmt::Display for LockError {
                 f,
                 "lock `{key}` has a record ({} bytes): what it guards was done already",
                 record.len()
+            ),
+            LockError::Unsupported { backend, what } => write!(
+                f,
+                "the {backend} lock backend has no {what}: choose a backend that has them \
+                 (see its Capabilities)"
             ),
             LockError::HeldForOtherWork { key } => write!(
                 f,

@@ -164,7 +164,75 @@ pub(crate) struct Rules {
     pub(crate) held_back_by_marks: bool,
 }
 
+/// A set of lock kinds (a backend's, see
+/// [`Capabilities::kinds`](crate::backend::Capabilities::kinds)); semaphores of every
+/// limit and count are one kind.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct KindSet(u8);
+
+impl KindSet {
+    /// No kind.
+    pub const EMPTY: KindSet = KindSet(0);
+    /// The plain lock alone.
+    pub const PLAIN: KindSet = KindSet(1);
+    /// Every kind of lock.
+    pub const ALL: KindSet = KindSet(0b11_1111);
+
+    /// These kinds and `kind`.
+    pub const fn with(self, kind: LockKind) -> KindSet {
+        KindSet(self.0 | kind.bit())
+    }
+
+    /// These kinds without `kind`.
+    pub const fn without(self, kind: LockKind) -> KindSet {
+        KindSet(self.0 & !kind.bit())
+    }
+
+    /// These kinds without every kind of `other`.
+    pub const fn without_all(self, other: KindSet) -> KindSet {
+        KindSet(self.0 & !other.0)
+    }
+
+    /// Whether `kind` is one of them.
+    pub const fn contains(self, kind: LockKind) -> bool {
+        self.0 & kind.bit() != 0
+    }
+}
+
+impl std::fmt::Debug for KindSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let every = [
+            LockKind::Plain,
+            LockKind::Read,
+            LockKind::Write,
+            LockKind::Fair,
+            LockKind::Fenced,
+            LockKind::Semaphore(Permits::ONE),
+        ];
+        f.debug_set()
+            .entries(
+                every
+                    .iter()
+                    .filter(|k| self.contains(**k))
+                    .map(|k| k.name()),
+            )
+            .finish()
+    }
+}
+
 impl LockKind {
+    /// Its place in a [`KindSet`].
+    const fn bit(self) -> u8 {
+        match self {
+            LockKind::Plain => 1,
+            LockKind::Read => 1 << 1,
+            LockKind::Write => 1 << 2,
+            LockKind::Fair => 1 << 3,
+            LockKind::Fenced => 1 << 4,
+            LockKind::Semaphore(_) => 1 << 5,
+        }
+    }
+
     /// A short name for logs and metrics labels ("plain", "read", "write", "fair",
     /// "fenced", "semaphore").
     pub fn name(self) -> &'static str {

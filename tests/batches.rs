@@ -112,10 +112,7 @@ async fn operations_on_one_key_keep_their_order_within_a_call() {
     let subscriber = support::subscriber(&server.url()).await;
     let mut messages = subscriber.message_rx();
     for guard in &others {
-        subscriber
-            .subscribe(unlock_channel(guard.key()))
-            .await
-            .unwrap();
+        support::subscribe_confirmed(&admin, &subscriber, &unlock_channel(guard.key())).await;
     }
 
     // Queued: the second owner's try first (the lock is still held then), the release,

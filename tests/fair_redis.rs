@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use support::RedisServer;
-use tower_lock::backend::{Backend, FairArgs, FairAttempt, RedisBackend};
+use tower_lock::backend::{AcquireArgs, Attempt, Backend, RedisBackend};
 use tower_lock::lock::{OwnerId, Released};
 use tower_lock::LockManager;
 
@@ -59,13 +59,7 @@ async fn a_release_tells_the_head_alone() {
         format!("redisson_lock__channel:{{{name}}}:{}", queued[1]),
     ];
     for channel in &channels {
-        listener.subscribe(channel.clone()).await.unwrap();
-    }
-    for channel in &channels {
-        assert!(
-            support::numsub(&redis, channel).await >= 1,
-            "the listener is on {channel}"
-        );
+        support::subscribe_confirmed(&redis, &listener, channel).await;
     }
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
     let first = tokio::time::timeout(Duration::from_secs(10), messages.recv())
@@ -112,36 +106,33 @@ async fn no_polling_while_a_stuck_head_keeps_the_free_lock() {
     let key = locks.key(name).unwrap();
     let stuck = RedisBackend::connect(&url).await.unwrap();
     // One attempt of a waiter whose process then hangs.
-    let stuck_args = FairArgs {
-        key: key.clone(),
-        owner: OwnerId::from_raw("stuck:1"),
-        lease: Duration::from_secs(30),
-        queue_timeout: timeout,
-        was_head: false,
-    };
-    let queued = stuck.fair_acquire(stuck_args.clone()).await.unwrap();
+    let stuck_args = AcquireArgs::new(
+        key.clone(),
+        tower_lock::lock::LockKind::Fair,
+        OwnerId::from_raw("stuck:1"),
+        Duration::from_secs(30),
+    )
+    .fair_place(timeout, false);
+    let queued = stuck.acquire(stuck_args.clone()).await.unwrap();
     // Nobody held the lock: the first comer takes it without queueing.
-    assert_eq!(queued, FairAttempt::Acquired);
+    assert_eq!(queued, Attempt::Acquired);
     assert_eq!(
         stuck
-            .release(tower_lock::backend::ReleaseArgs {
-                key: key.clone(),
-                kind: tower_lock::lock::LockKind::Fair,
-                owner: OwnerId::from_raw("stuck:1"),
-                lease: Duration::from_secs(30),
-                expected: 1,
-                successor: None,
-                announce_run: None,
-                record: None,
-            })
+            .release(tower_lock::backend::ReleaseArgs::new(
+                key.clone(),
+                tower_lock::lock::LockKind::Fair,
+                OwnerId::from_raw("stuck:1"),
+                Duration::from_secs(30),
+                1
+            ))
             .await
             .unwrap()
             .released,
         Released::Unlocked
     );
     let holder = locks.fair_lock(name).acquire().await.unwrap();
-    let queued = stuck.fair_acquire(stuck_args.clone()).await.unwrap();
-    assert!(matches!(queued, FairAttempt::Queued { .. }));
+    let queued = stuck.acquire(stuck_args.clone()).await.unwrap();
+    assert!(matches!(queued, Attempt::Queued { .. }));
     let waiter = {
         let locks = locks.clone();
         tokio::spawn(async move {

@@ -272,12 +272,8 @@ async fn redissons_layout_and_messages(backend: BackendUnderTest) {
     let admin = support::client(&url).await;
     let subscriber = support::subscriber(&url).await;
     let channel = format!("redisson_rwlock:{{{}}}", lock.key);
-    if admin.is_clustered() {
-        subscriber.ssubscribe(channel.clone()).await.unwrap();
-    } else {
-        subscriber.subscribe(channel.clone()).await.unwrap();
-    }
     let mut messages = subscriber.message_rx();
+    support::subscribe_confirmed(&admin, &subscriber, &channel).await;
     let name = lock.key.as_str();
 
     assert_eq!(lock.acquire(Read, "u:1", 0).await, Attempt::Acquired);
@@ -299,7 +295,10 @@ async fn redissons_layout_and_messages(backend: BackendUnderTest) {
         .unwrap();
     assert_eq!(gone, 0);
     assert_eq!(lock.release(Read, "u:1", 1).await, Released::Unlocked);
-    let message = messages.recv().await.unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(20), messages.recv())
+        .await
+        .expect("the release's message")
+        .unwrap();
     assert_eq!(
         (message.channel.to_string(), message.value.as_string()),
         (channel.clone(), Some("0".into()))
@@ -310,7 +309,10 @@ async fn redissons_layout_and_messages(backend: BackendUnderTest) {
     let count: i64 = admin.hget(name, "u:2:write").await.unwrap();
     assert_eq!((mode.as_str(), count), ("write", 1));
     assert_eq!(lock.release(Write, "u:2", 1).await, Released::Unlocked);
-    let message = messages.recv().await.unwrap();
+    let message = tokio::time::timeout(Duration::from_secs(20), messages.recv())
+        .await
+        .expect("the release's message")
+        .unwrap();
     assert_eq!(message.value.as_string(), Some("1".into()));
     let exists: i64 = admin.exists(name).await.unwrap();
     assert_eq!(exists, 0);

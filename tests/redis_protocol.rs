@@ -75,7 +75,8 @@ async fn unlock_message_is_published_only_at_zero() {
 
     let subscriber = support::subscriber(&url).await;
     let mut messages = subscriber.message_rx();
-    subscriber.subscribe(unlock_channel(&key)).await.unwrap();
+    let admin = support::client(&url).await;
+    support::subscribe_confirmed(&admin, &subscriber, &unlock_channel(&key)).await;
 
     let outer = locks.lock(&name).acquire().await.unwrap();
     let inner = outer.reenter().await.unwrap();
@@ -259,7 +260,7 @@ async fn a_batch_carries_each_operations_own_arguments() {
     let channels = [unlock_channel(plain.key()), unlock_channel(tagged.key())];
     assert_eq!(channels[1], "redisson_lock__channel:tag{t}x");
     for channel in &channels {
-        subscriber.subscribe(channel.clone()).await.unwrap();
+        support::subscribe_confirmed(&admin, &subscriber, channel).await;
     }
 
     // Two acquisitions take both send slots and a third queues; the next four operations
@@ -341,15 +342,13 @@ async fn operations_dropped_unpolled_free_their_send_slots() {
         .await
         .unwrap();
     let locks = LockManager::memory();
-    let args = |name: &str| AcquireArgs {
-        key: locks.key(&support::unique(name)).unwrap(),
-        kind: LockKind::Plain,
-        owner: OwnerId::from_raw("dropped-unpolled:1"),
-        lease: Duration::from_secs(30),
-        expected: 0,
-        waits: false,
-        unless_recorded: false,
-        work: None,
+    let args = |name: &str| {
+        AcquireArgs::new(
+            locks.key(&support::unique(name)).unwrap(),
+            LockKind::Plain,
+            OwnerId::from_raw("dropped-unpolled:1"),
+            Duration::from_secs(30),
+        )
     };
     for _ in 0..3 {
         drop(backend.acquire(args("never-sent")));

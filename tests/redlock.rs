@@ -255,17 +255,61 @@ async fn fewer_than_three_nodes_and_other_kinds_are_refused() {
         .await
         .unwrap_err();
     assert!(error.to_string().contains("at least 3"), "{error}");
+    // What RedLock lacks is refused at once, before any node is asked.
     let locks = nodes.manager(Duration::from_secs(30)).await;
-    let error = locks.fair_lock("redlock-fair").acquire().await.unwrap_err();
-    assert!(format!("{error:#}").contains("no fair locks"), "{error:#}");
-    let error = locks
-        .fenced_lock("redlock-fenced")
-        .acquire()
-        .await
-        .unwrap_err();
-    assert!(
-        format!("{error:#}").contains("plain lock only"),
-        "{error:#}"
-    );
+    for (request, what) in [
+        (locks.fair_lock("redlock-fair"), "fair locks"),
+        (locks.fenced_lock("redlock-fenced"), "fenced locks"),
+        (locks.read_lock("redlock-read"), "read locks"),
+        (locks.semaphore("redlock-permits", 2), "semaphore locks"),
+        (
+            locks.lock("redlock-recorded").unless_recorded(),
+            "locks with a record",
+        ),
+    ] {
+        match request.acquire().await {
+            Err(LockError::Unsupported {
+                backend,
+                what: missing,
+            }) => {
+                assert_eq!((backend, missing.as_str()), ("redlock", what))
+            }
+            other => panic!("{what}: expected Unsupported, got {other:?}"),
+        }
+    }
+    assert!(!locks.capabilities().records && !locks.capabilities().inspects);
+    support::nothing_left_behind(&locks).await;
+}
+
+/// Layers given a manager on RedLock that need what it lacks answer every request 500,
+/// saying what is missing (and log it when the app is built): a fair `LockLayer`, and the
+/// `IdempotencyLayer` (responses are stored with locks that have a record).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layers_needing_what_redlock_lacks_answer_500_naming_it() {
+    use axum::routing::post;
+    use tower_lock::idempotency::IdempotencyLayer;
+    use tower_lock::layer::LockLayer;
+
+    let nodes = Nodes::start(3).await;
+    let locks = nodes.manager(Duration::from_secs(30)).await;
+    let route = |path: &str| axum::Router::new().route(path, post(|| async { "ran" }));
+    let app = axum::Router::new()
+        .merge(
+            route("/fair/{id}")
+                .route_layer(LockLayer::by_path_param("id").fair().manager(locks.clone())),
+        )
+        .merge(route("/once").route_layer(IdempotencyLayer::new().manager(locks.clone())))
+        .merge(
+            route("/plain/{id}").route_layer(LockLayer::by_path_param("id").manager(locks.clone())),
+        );
+    let addr = support::http::serve(app).await;
+    let fair = support::http::request(addr, "POST", "/fair/1", &[]).await;
+    assert_eq!(fair.status, 500, "{}", fair.body);
+    assert!(fair.body.contains("fair locks"), "{}", fair.body);
+    let once = support::http::request(addr, "POST", "/once", &[("idempotency-key", "k")]).await;
+    assert_eq!(once.status, 500, "{}", once.body);
+    assert!(once.body.contains("no_records"), "{}", once.body);
+    let plain = support::http::request(addr, "POST", "/plain/1", &[]).await;
+    assert_eq!((plain.status, plain.body.as_str()), (200, "ran"));
     support::nothing_left_behind(&locks).await;
 }

@@ -25,32 +25,26 @@ impl ScriptCalls {
 
     /// Takes the lock (it must be free).
     pub async fn acquire(&self) {
-        let args = AcquireArgs {
-            key: self.key.clone(),
-            kind: LockKind::Plain,
-            owner: self.owner.clone(),
-            lease: Duration::from_secs(30),
-            expected: 0,
-            waits: true,
-            unless_recorded: false,
-            work: None,
-        };
+        let args = AcquireArgs::new(
+            self.key.clone(),
+            LockKind::Plain,
+            self.owner.clone(),
+            Duration::from_secs(30),
+        )
+        .waits(true);
         let attempt = self.backend.acquire(args).await.expect("acquire");
         assert_eq!(attempt, Attempt::Acquired);
     }
 
     /// Frees the lock (taken by [`acquire`](Self::acquire)).
     pub async fn release(&self) {
-        let args = ReleaseArgs {
-            key: self.key.clone(),
-            kind: LockKind::Plain,
-            owner: self.owner.clone(),
-            lease: Duration::from_secs(30),
-            expected: 1,
-            successor: None,
-            announce_run: None,
-            record: None,
-        };
+        let args = ReleaseArgs::new(
+            self.key.clone(),
+            LockKind::Plain,
+            self.owner.clone(),
+            Duration::from_secs(30),
+            1,
+        );
         let released = self.backend.release(args).await.expect("release");
         assert_eq!(released.released, Released::Unlocked);
     }

@@ -1,16 +1,28 @@
-//! What a backend can do beyond storing locks, as the manager asks it.
+//! What a backend has: the kinds it stores and the operations it answers, as the manager
+//! asks before anything reaches it.
 
 use std::time::Duration;
 
-#[cfg(doc)]
-use super::{Backend, Notices, ReleaseArgs};
-#[cfg(doc)]
-use crate::error::Released;
+use crate::kind::KindSet;
 
-/// What a backend can do beyond storing locks (see [`Backend::capabilities`]).
-#[derive(Debug, Clone, Copy, Default)]
+#[cfg(doc)]
+use super::{AcquireArgs, Backend, Notices, ReleaseArgs};
+#[cfg(doc)]
+use crate::error::{LockError, Released};
+
+/// What a backend has (see [`Backend::capabilities`]). The manager refuses what it lacks
+/// before anything reaches it ([`LockError::Unsupported`]), and the HTTP layers say so when
+/// they are given a manager.
+#[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Capabilities {
+    /// The kinds of lock it stores. Default: the plain lock alone.
+    pub kinds: KindSet,
+    /// Locks with a record ([`AcquireArgs::unless_recorded`], [`ReleaseArgs::record`]).
+    pub records: bool,
+    /// It answers [`inspect`](Backend::inspect), [`force_unlock`](Backend::force_unlock)
+    /// and [`list_names`](Backend::list_names).
+    pub inspects: bool,
     /// A last release can hand the lock straight to a waiter of this process
     /// ([`ReleaseArgs::successor`], answered with [`Released::HandedOver`]) in the same
     /// atomic step, so that the next holder needs no acquisition of its own. A backend that
@@ -28,12 +40,53 @@ pub struct Capabilities {
     /// confirms ([`Notices::subscribed`]): the first waiter of a name retries once its
     /// subscription is in place. `false`: waiters are ready at once.
     pub subscribes: bool,
+    /// It answers [`acquire_now`](Backend::acquire_now) and
+    /// [`release_now`](Backend::release_now) in this process, without a future, applying
+    /// the operations on one name one at a time in the order they are asked (the memory
+    /// backend: a mutex per shard of names). The manager then takes an uncontended lock
+    /// without a future, and a hold granted while nobody waits near its name skips the
+    /// claim in the wait queues (its release relies on that order to see a waiter that
+    /// queued meanwhile).
+    pub answers_at_once: bool,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities {
+            kinds: KindSet::PLAIN,
+            records: false,
+            inspects: false,
+            hands_over: false,
+            attempt_time_limit: None,
+            subscribes: false,
+            answers_at_once: false,
+        }
+    }
 }
 
 impl Capabilities {
-    /// No hand-over, no time limit, no subscriptions.
+    /// The plain lock alone; no records, inspection, hand-over, time limit, subscriptions
+    /// or answers at once.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// With [`kinds`](Self::kinds) as given.
+    pub fn kinds(mut self, kinds: KindSet) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// With [`records`](Self::records) as given.
+    pub fn records(mut self, records: bool) -> Self {
+        self.records = records;
+        self
+    }
+
+    /// With [`inspects`](Self::inspects) as given.
+    pub fn inspects(mut self, inspects: bool) -> Self {
+        self.inspects = inspects;
+        self
     }
 
     /// With [`hands_over`](Self::hands_over) set as given.
@@ -51,6 +104,12 @@ impl Capabilities {
     /// With [`subscribes`](Self::subscribes) set as given.
     pub fn subscribes(mut self, subscribes: bool) -> Self {
         self.subscribes = subscribes;
+        self
+    }
+
+    /// With [`answers_at_once`](Self::answers_at_once) set as given.
+    pub fn answers_at_once(mut self, at_once: bool) -> Self {
+        self.answers_at_once = at_once;
         self
     }
 }

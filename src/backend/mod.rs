@@ -1,22 +1,25 @@
-//! The storage behind a [`LockManager`](crate::LockManager): a small trait and two
-//! implementations, [`RedisBackend`] and [`MemoryBackend`], which share one behaviour suite.
+//! The storage behind a [`LockManager`](crate::LockManager): the [`Backend`] contract, and
+//! its implementations, [`MemoryBackend`], [`RedisBackend`] and [`RedLockBackend`], each in
+//! a folder of its own, which all pass the conformance suite (`tower_lock::conformance`,
+//! feature `conformance`).
 //!
 //! A backend stores the lock state and reports unlocks made by other processes; the
 //! manager does the rest (local FIFO queues, hand-overs, deadlines, the watchdog, the loss
-//! signal, cancellation).
+//! signal, cancellation). A crate of your own can implement [`Backend`] for another store
+//! and give it to [`LockManagerBuilder::backend`](crate::manager::LockManagerBuilder::backend):
+//! the trait's documentation says what each operation owes, and the conformance suite
+//! checks it.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use bytes::Bytes;
+use tokio::time::Instant;
 
-use crate::error::Released;
-use crate::key::{LockKey, OwnerId};
-use crate::kind::LockKind;
+use crate::key::LockKey;
 
+mod args;
 mod capabilities;
-mod fair;
 pub(crate) mod info;
 mod memory;
 mod notices;
@@ -25,10 +28,12 @@ mod permits;
 mod redis;
 #[cfg(feature = "redis")]
 mod redlock;
+mod replies;
 
 pub use crate::error::BackendError;
+pub use crate::kind::KindSet;
+pub use args::{AcquireArgs, LeaveArgs, LockRecord, ReleaseArgs, RenewArgs, Successor};
 pub use capabilities::Capabilities;
-pub use fair::{FairArgs, FairAttempt};
 pub use info::{
     ForceUnlocked, HolderInfo, HolderSide, InspectedKind, LockInfo, NameList, QueuedWaiter,
     LISTED_MAX,
@@ -41,6 +46,10 @@ pub use permits::PermitUsage;
 pub use redis::{unlock_channel, MissingAck, RedisBackend, ReplicaAck, DEFAULT_COMMAND_TIMEOUT};
 #[cfg(feature = "redis")]
 pub use redlock::{RedLockBackend, DEFAULT_NODE_TIMEOUT};
+pub use replies::{Attempt, ReleaseReply};
+
+#[cfg(doc)]
+use crate::kind::LockKind;
 
 /// How long a read-write lock's waiting writer's mark lives unless the writer renews it
 /// (see [`AcquireArgs::waits`]): its attempts, made at least every third of this while it
@@ -52,246 +61,95 @@ pub const WRITER_MARK_LEASE: Duration = Duration::from_millis(1500);
 /// caller went away is finished and cleaned up in the background).
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// The outcome of one acquisition attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Attempt {
-    /// The owner now holds the lock (its count went from `expected` to `expected + 1`).
-    Acquired,
-    /// Another owner holds it; its lease runs for this long (`None`: no expiry set).
-    Busy(Option<Duration>),
-    /// A reentrant attempt (`expected > 0`) found that the owner no longer holds the lock.
-    Lost,
-    /// As [`Acquired`](Self::Acquired), for a fenced lock ([`LockKind::Fenced`]): the
-    /// fencing token this acquisition got, greater than every token given before for the
-    /// name. A backend answers it to a fenced acquisition only, and never
-    /// [`Acquired`](Self::Acquired) to one. A re-sent acquisition that already counted
-    /// answers the counter as it is then.
-    Fenced(u64),
-    /// For an acquisition that asked for it ([`AcquireArgs::unless_recorded`]): the lock
-    /// has a record (see [`ReleaseArgs::record`]), so nothing was taken; this is the record.
-    Recorded(Bytes),
-    /// A new reader ([`LockKind::Read`]) was held back, whoever holds the lock: a writer
-    /// waits for it and marked its wait (see [`AcquireArgs::waits`]). Nothing was taken. The
-    /// marks run out within this long unless their writers renew them; a writer that gets
-    /// in or stops waiting takes its mark back and tells the waiters as a write release
-    /// does.
-    HeldBack(Duration),
-    /// For an acquisition that named its work ([`AcquireArgs::work`]): the lock is held
-    /// for other work, so this acquisition could never get it for its own and does not
-    /// wait. Nothing was taken.
-    HeldForOtherWork,
-}
-
-impl Attempt {
-    /// Whether the owner now holds the lock.
-    pub fn is_acquired(&self) -> bool {
-        matches!(self, Attempt::Acquired | Attempt::Fenced(_))
-    }
-
-    /// A fenced acquisition's token.
-    pub fn fencing_token(&self) -> Option<u64> {
-        match self {
-            Attempt::Fenced(token) => Some(*token),
-            _ => None,
-        }
-    }
-}
-
-/// One acquisition attempt.
-#[derive(Debug, Clone)]
-pub struct AcquireArgs {
-    /// The lock.
-    pub key: LockKey,
-    /// Its kind.
-    pub kind: LockKind,
-    /// Who asks.
-    pub owner: OwnerId,
-    /// The lease to set on success.
-    pub lease: Duration,
-    /// How many holds `owner` has before this one (0 for a first acquisition). A backend
-    /// must apply an attempt at most once: an attempt re-sent after it already took effect
-    /// finds the count at `expected + 1` and reports `Acquired` without counting again.
-    pub expected: u32,
-    /// The acquirer goes on waiting if this attempt finds the lock busy (`false` for a
-    /// single try and a reentry). A writer ([`LockKind::Write`]) that waits behind readers
-    /// then marks its wait, so that new readers hold back ([`Attempt::HeldBack`]) until it
-    /// got in or stopped waiting ([`Backend::leave_queue`]). A mark lives a short lease of
-    /// its own (1.5 s) that the writer's next attempts renew (a waiting writer is answered
-    /// `Busy` for at most a third of it), so that a dead writer's mark ends within seconds.
-    pub waits: bool,
-    /// Take the lock only if it has no record (one left by a release with
-    /// [`ReleaseArgs::record`] whose retention has not run out); if it has one, take nothing
-    /// and answer [`Attempt::Recorded`] with it, in the same atomic step. Only for a first
-    /// acquisition (`expected == 0`) of a plain or fenced lock; a backend without records
-    /// answers an error. (The idempotency layer runs a handler once per key this way.)
-    pub unless_recorded: bool,
-    /// With [`unless_recorded`](Self::unless_recorded): the work the lock is taken for (a
-    /// digest of it: the idempotency layer's request fingerprint). The lock keeps it while
-    /// held, in the same step as the grant; an acquisition for other work that finds the
-    /// lock held for this one answers [`Attempt::HeldForOtherWork`] at once. `None`: no
-    /// work named (it neither checks nor is checked).
-    pub work: Option<Bytes>,
-}
-
-/// One release.
-#[derive(Debug, Clone)]
-pub struct ReleaseArgs {
-    /// The lock.
-    pub key: LockKey,
-    /// Its kind.
-    pub kind: LockKind,
-    /// Who releases.
-    pub owner: OwnerId,
-    /// The lease to set again when a reentrant hold remains.
-    pub lease: Duration,
-    /// How many holds `owner` has before this release (at least 1). A backend must apply a
-    /// release at most once: a release re-sent after it already took effect finds the
-    /// count at `expected - 1` and reports `StillHeld` without counting again (a re-sent
-    /// last release finds the lock gone: `NotHeld`).
-    pub expected: u32,
-    /// For the owner's last hold (`expected == 1`) on a backend that
-    /// [hands over](Capabilities::hands_over): give the lock straight to this waiter of the
-    /// same process instead of freeing it.
-    pub successor: Option<Successor>,
-    /// For a last release that frees the lock: the length of the run of holds of this
-    /// process it ends (its first acquisition and the hand-overs after it), when other
-    /// processes should know it. A backend that reports unlocks to other processes tells
-    /// them (Redis: the message `-<holds>` published just before Redisson's UNLOCK `0`,
-    /// which Redisson ignores; see [`Notices::unlocked_after_run`]), so that their waiters
-    /// let this process have about as many holds as they take. `None`: nothing to tell.
-    pub announce_run: Option<u32>,
-    /// For the owner's last hold of a plain or fenced lock: store this record with the
-    /// lock's name, in the same atomic step as the release and only if the owner still
-    /// holds the lock (a holder that lost it stores nothing). The lock is then freed (never
-    /// handed over) and later acquisitions with [`AcquireArgs::unless_recorded`] get the
-    /// record instead of the lock until its retention ends. A backend without records
-    /// answers an error and releases nothing.
-    pub record: Option<LockRecord>,
-}
-
-/// A record stored with a lock by its last release (see [`ReleaseArgs::record`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockRecord {
-    /// What is stored (opaque to the backend).
-    pub value: Bytes,
-    /// How long it is kept.
-    pub retention: Duration,
-}
-
-/// A waiter that stops waiting (its wait ended, or its acquisition was dropped): a fair
-/// waiter, which leaves the queue, or a writer, which takes back the mark of its wait.
-#[derive(Debug, Clone)]
-pub struct LeaveArgs {
-    /// The lock.
-    pub key: LockKey,
-    /// Its kind ([`LockKind::Fair`] or [`LockKind::Write`]; others have nothing to leave).
-    pub kind: LockKind,
-    /// The waiter.
-    pub owner: OwnerId,
-    /// A fair waiter's [`FairArgs::queue_timeout`]: the places behind it move up by this
-    /// much (Redisson's `acquireFailed`).
-    pub queue_timeout: Duration,
-}
-
-/// One lease renewal.
-#[derive(Debug, Clone)]
-pub struct RenewArgs {
-    /// The lock.
-    pub key: LockKey,
-    /// Its kind.
-    pub kind: LockKind,
-    /// Whose hold.
-    pub owner: OwnerId,
-    /// The lease to set.
-    pub lease: Duration,
-}
-
-/// What a release did, as the backend reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReleaseReply {
-    /// What the release found.
-    pub released: Released,
-    /// For [`Released::Unlocked`]: how many subscribers of *other* processes the unlock
-    /// notice reached (Redis: what `PUBLISH` answers, less this process's own
-    /// subscription), if the backend can tell. When some did, this process's next waiter
-    /// lets them have the first chance at the lock.
-    pub other_listeners: Option<u32>,
-}
-
-impl ReleaseReply {
-    /// A reply with no listener count.
-    pub fn new(released: Released) -> Self {
-        ReleaseReply {
-            released,
-            other_listeners: None,
-        }
-    }
-}
-
-/// The waiter a last release hands the lock to (see [`ReleaseArgs::successor`]).
-#[derive(Debug, Clone)]
-pub struct Successor {
-    /// The waiter's owner id.
-    pub owner: OwnerId,
-    /// The lease the waiter takes.
-    pub lease: Duration,
-}
-
-/// Storage and notifications for locks.
+/// Storage and notifications for locks: the contract between the manager and a store.
 ///
-/// Every future is `'static` and must be safe to finish without its caller: the manager
-/// keeps an abandoned acquisition running in the background so that it can undo it.
+/// What every backend owes:
+///
+/// - **A grant is the store's answer.** [`acquire`](Self::acquire) answers
+///   [`Attempt::Acquired`] (or [`Attempt::Fenced`]) only when the store made the owner a
+///   holder, in the same atomic step that checked the kind's rules (one holder; readers
+///   sharing with readers; permits under the limit; the fair queue's order). The manager
+///   grants on that answer alone, and a release that hands over
+///   ([`Capabilities::hands_over`]) does so in the releaser's own step.
+/// - **At most once.** Every acquisition and release carries the holds its owner expects to
+///   find (`expected`): sent twice (re-sent after an answer was lost), it finds the count
+///   it left and answers the same outcome without counting again.
+/// - **Leases.** A hold ends by itself when its lease runs out, so that a dead process's
+///   locks come back; [`renew`](Self::renew) extends only a hold the owner still has. A
+///   lost hold is never reported held.
+/// - **Cancellation.** Every future is `'static`, owns its data and must be safe to finish
+///   without its caller: the manager keeps an abandoned operation running in the background
+///   and undoes what it may have done (it releases an acquisition that may have landed, and
+///   a waiter leaves the queue).
+/// - **Wake-ups.** A backend shared by processes tells the manager of unlocks made
+///   elsewhere through [`Notices`] (see [`listen`](Self::listen)), so that waiters never
+///   poll; one that cannot tell them answers every busy attempt with the holder's lease, and
+///   waiters retry when it ends.
+/// - **What it has.** [`capabilities`](Self::capabilities) says which kinds it stores and
+///   which of the optional operations it answers; the manager refuses the rest before they
+///   reach the backend. The operations it lacks keep their default, an error.
 pub trait Backend: Send + Sync + 'static {
-    /// Tries once to take `args.key` for `args.owner` (reentrant for the same owner).
+    /// Tries once to take `args.key` for `args.owner` (reentrant for the same owner), by
+    /// the rules of `args.kind`; a waiting fair acquisition takes or keeps its place in the
+    /// queue ([`Attempt::Queued`]). Applied at most once.
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>>;
 
     /// Drops one hold. At zero the lock is deleted and other processes waiting on it are
-    /// told (unless it was handed over: see [`Capabilities::hands_over`]).
+    /// told (unless it was handed over: see [`Capabilities::hands_over`]). Applied at most
+    /// once.
     fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>>;
 
     /// Extends the lease if `args.owner` still holds the lock; `Ok(false)` when it does not.
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>>;
 
-    /// One attempt of a waiting fair lock ([`LockKind::Fair`]): takes the lock when it is
-    /// free and nobody is queued before `args.owner`, else queues the owner (or keeps its
-    /// place alive). Like [`acquire`](Self::acquire), applied at most once, and safe to
-    /// finish without its caller. ([`acquire`](Self::acquire) with [`LockKind::Fair`] is a
-    /// single try that never queues, and the reentry of a holder.)
-    ///
-    /// A release of a fair lock wakes only the queue's head, through
-    /// [`Notices::turn`]. Default: an error (the backend has no fair locks).
-    fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
-        let _ = args;
-        unsupported(self.name(), "has no fair locks")
-    }
-
     /// A waiter stopped waiting (its wait ended, or its acquisition was dropped): a fair
-    /// waiter ([`LockKind::Fair`]) leaves the queue; a writer ([`LockKind::Write`]) takes
-    /// back the mark of its wait, and readers held back by it alone are told. Removing one
-    /// that is not queued changes nothing. Default: nothing to do.
+    /// waiter ([`LockKind::Fair`]) leaves the queue, and the next one is told its turn if
+    /// it now heads it; a writer ([`LockKind::Write`]) takes back the mark of its wait, and
+    /// readers held back by it alone are told. Removing one that is not queued changes
+    /// nothing. Default: nothing to do.
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
         let _ = args;
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// For a backend that [answers at once](Capabilities::answers_at_once): the acquisition
+    /// answered now, without a future, its lease counted from `now`. `None`: ask
+    /// [`acquire`](Self::acquire). An answer is final: an error means nothing was taken.
+    fn acquire_now(
+        &self,
+        args: &AcquireArgs,
+        now: Instant,
+    ) -> Option<Result<Attempt, BackendError>> {
+        let _ = (args, now);
+        None
+    }
+
+    /// For a backend that [answers at once](Capabilities::answers_at_once): the release
+    /// answered now. `None`: ask [`release`](Self::release).
+    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
+        let _ = args;
+        None
+    }
+
     /// Sets the limit of the semaphore `key` (its available and held permits together); a
     /// limit raised lets waiters in, a limit lowered under the permits held lets no one
-    /// in until enough are released. Default: an error (the backend has no semaphores).
+    /// in until enough are released. For a backend whose [kinds](Capabilities::kinds)
+    /// include semaphores. Default: an error.
     fn set_semaphore_limit(&self, key: LockKey, limit: u32) -> BoxFuture<Result<(), BackendError>> {
         let _ = (key, limit);
         unsupported(self.name(), "has no semaphores")
     }
 
-    /// The permits of the semaphore `key` now (read only). Default: an error (the backend
-    /// has no semaphores).
+    /// The permits of the semaphore `key` now (read only). For a backend whose
+    /// [kinds](Capabilities::kinds) include semaphores. Default: an error.
     fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
         let _ = key;
         unsupported(self.name(), "has no semaphores")
     }
 
     /// What `key` holds now (its kind, holders, fair queue, token, permits), read in one
-    /// step and changing nothing. Default: an error (the backend cannot be inspected).
+    /// step and changing nothing. For a backend that [inspects](Capabilities::inspects).
+    /// Default: an error.
     fn inspect(&self, key: LockKey) -> BoxFuture<Result<LockInfo, BackendError>> {
         let _ = key;
         unsupported(self.name(), "cannot be inspected")
@@ -299,7 +157,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Frees `key` whatever holds it and wakes its waiters (in Redis with the kind's own
     /// message, so Redisson's wake too); the holders learn it at their next renewal. A key
-    /// holding data that is no lock is left alone (an error says so). Default: an error.
+    /// holding data that is no lock is left alone (an error says so). For a backend that
+    /// [inspects](Capabilities::inspects). Default: an error.
     fn force_unlock(&self, key: LockKey) -> BoxFuture<Result<ForceUnlocked, BackendError>> {
         let _ = key;
         unsupported(self.name(), "cannot force-unlock")
@@ -307,7 +166,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Keys of locks matching `pattern` (Redis's glob syntax, applied to whole keys; the
     /// objects that belong to a lock, such as a fair queue, are not counted), at most
-    /// `limit + 1` (one more tells the caller that there are more). Default: an error.
+    /// `limit + 1` (one more tells the caller that there are more). For a backend that
+    /// [inspects](Capabilities::inspects). Default: an error.
     fn list_names(
         &self,
         pattern: String,
@@ -323,7 +183,8 @@ pub trait Backend: Send + Sync + 'static {
     /// process; waiters then also retry when the holder's lease as last seen ends).
     fn listen(&self, _notices: Notices) {}
 
-    /// What the backend can do besides storing locks. Default: nothing more.
+    /// What the backend has: its kinds and optional operations. Default: the plain lock
+    /// alone (see [`Capabilities::default`]).
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
     }
@@ -354,7 +215,7 @@ pub trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
-    /// A short name for logs ("redis", "memory").
+    /// A short name for logs and errors ("redis", "memory").
     fn name(&self) -> &'static str;
 }
 

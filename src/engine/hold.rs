@@ -178,6 +178,8 @@ impl Hold {
             waits: false,
             unless_recorded: false,
             work: None,
+            queue_timeout: Duration::ZERO,
+            was_head: false,
         }
     }
 

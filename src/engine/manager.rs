@@ -235,6 +235,22 @@ impl LockManager {
     pub fn backend_name(&self) -> &'static str {
         self.inner.store().name()
     }
+
+    /// What the backend has: the kinds of lock it stores and its optional operations
+    /// (records, inspection). What it lacks is refused with
+    /// [`LockError::Unsupported`] before anything reaches it; check at start-up with
+    /// `capabilities().kinds.contains(..)`.
+    ///
+    /// ```
+    /// use tower_lock::lock::LockKind;
+    /// use tower_lock::LockManager;
+    ///
+    /// let locks = LockManager::memory();
+    /// assert!(locks.capabilities().kinds.contains(LockKind::Fair));
+    /// ```
+    pub fn capabilities(&self) -> crate::backend::Capabilities {
+        self.inner.store().capabilities()
+    }
 }
 
 impl fmt::Debug for LockManager {

@@ -33,6 +33,7 @@ impl LockRequest<ManyNames> {
             }
             keys.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
             keys.dedup();
+            manager.store().check(kind, false)?;
             Ok(keys)
         });
         LockRequest::with_names(manager, ManyNames(keys), kind)

@@ -34,6 +34,7 @@ impl LockManager {
     /// [`LockError::InvalidName`], [`LockError::Unavailable`].
     pub async fn inspect(&self, name: &str) -> Result<LockInfo, LockError> {
         let key = self.key(name)?;
+        self.inner.store().check_inspects()?;
         Ok(self.inner.store().inspect(key).await?)
     }
 
@@ -56,6 +57,7 @@ impl LockManager {
         asked_by: &str,
     ) -> Result<ForceUnlocked, LockError> {
         let key = self.key(name)?;
+        self.inner.store().check_inspects()?;
         let freed = self.inner.store().force_unlock(key.clone()).await?;
         if let Some(holds) = freed.left_alone {
             tracing::warn!(
@@ -125,6 +127,7 @@ impl LockManager {
         }
         let prefix = settings.key_prefix.clone();
         let full = format!("{}{pattern}", escape_glob(&prefix));
+        self.inner.store().check_inspects()?;
         let keys = self.inner.store().list_names(full, limit).await?;
         let mut names: Vec<String> = keys
             .iter()

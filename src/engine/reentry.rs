@@ -183,6 +183,7 @@ async fn reenter_once(hold: Arc<Hold>) -> Result<LockGuard, LockError> {
         Attempt::Busy(_)
         | Attempt::HeldBack(_)
         | Attempt::HeldForOtherWork
+        | Attempt::Queued { .. }
         | Attempt::Lost
         | Attempt::Recorded(_) => {
             hold.mark_lost();

@@ -107,6 +107,8 @@ impl LockRequest {
         key: Result<LockKey, LockError>,
         kind: LockKind,
     ) -> Self {
+        // A kind the backend does not store is refused with the request's name error.
+        let key = key.and_then(|key| manager.store().check(kind, false).map(|()| key));
         Self::with_names(manager, OneName(key), kind)
     }
 
@@ -141,6 +143,7 @@ impl LockRequest {
     /// # }
     /// ```
     pub fn unless_recorded(mut self) -> Self {
+        self.refuse_unless_supported(true);
         self.unless_recorded = Some(Box::new(None));
         self
     }
@@ -152,8 +155,20 @@ impl LockRequest {
     /// can never be its own. (Whether a record is for the same work is the caller's to
     /// check: the record is given back as it is.)
     pub fn unless_recorded_for(mut self, work: impl Into<bytes::Bytes>) -> Self {
+        self.refuse_unless_supported(true);
         self.unless_recorded = Some(Box::new(Some(work.into())));
         self
+    }
+
+    /// Makes the request fail with [`LockError::Unsupported`] if the backend lacks its kind
+    /// (or `records`, when asked for).
+    fn refuse_unless_supported(&mut self, records: bool) {
+        if let (Ok(_), Err(error)) = (
+            &self.names.0,
+            self.manager.store().check(self.kind, records),
+        ) {
+            self.names.0 = Err(error);
+        }
     }
 
     /// Tries once, without waiting: [`acquire`](Self::acquire) with a zero wait.

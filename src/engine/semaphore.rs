@@ -51,10 +51,14 @@ impl LockManager {
     ///
     /// # Errors
     /// [`LockError::InvalidName`], [`LockError::InvalidPermits`] (0, or over
-    /// [`MAX_PERMITS`](crate::lock::MAX_PERMITS)), [`LockError::Unavailable`].
+    /// [`MAX_PERMITS`](crate::lock::MAX_PERMITS)), [`LockError::Unsupported`] (the backend has no
+    /// semaphores), [`LockError::Unavailable`].
     pub async fn set_semaphore_limit(&self, name: &str, limit: u32) -> Result<(), LockError> {
         let key = self.key(name)?;
         Permits::new(limit, 1).map_err(|reason| LockError::InvalidPermits { reason })?;
+        self.inner
+            .store()
+            .check(LockKind::Semaphore(Permits::ONE), false)?;
         self.inner
             .store()
             .set_semaphore_limit(key, limit)
@@ -65,9 +69,12 @@ impl LockManager {
     /// The permits of the semaphore `name` now: its limit in force and the permits held.
     ///
     /// # Errors
-    /// [`LockError::InvalidName`], [`LockError::Unavailable`].
+    /// [`LockError::InvalidName`], [`LockError::Unsupported`], [`LockError::Unavailable`].
     pub async fn semaphore_usage(&self, name: &str) -> Result<PermitUsage, LockError> {
         let key = self.key(name)?;
+        self.inner
+            .store()
+            .check(LockKind::Semaphore(Permits::ONE), false)?;
         self.inner
             .store()
             .semaphore_usage(key)

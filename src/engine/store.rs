@@ -1,9 +1,9 @@
-//! The engine's view of its backend: the public [`Backend`] trait, and the in-process fast
-//! path of the memory backend behind this one seam.
+//! The engine's view of its backend: the public [`Backend`] trait, what the backend has
+//! ([`Capabilities`], asked once), and the in-process fast path.
 //!
-//! The memory backend answers at once, so for it the engine takes and frees locks without
-//! a future, its allocation or the background undo a future needs (the HTTP layer takes
-//! the lock inside `Lock::call`). Any other backend goes through the trait's futures.
+//! A backend that answers at once (the memory backend) takes and frees locks without a
+//! future, its allocation or the background undo a future needs (the HTTP layer takes the
+//! lock inside `Lock::call`). Any other backend goes through the trait's futures.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -11,74 +11,117 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, ForceUnlocked,
-    LeaveArgs, LockInfo, MemoryBackend, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
+    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, ForceUnlocked, LeaveArgs, LockInfo,
+    MemoryBackend, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
 };
-use crate::error::BackendError;
+use crate::error::{BackendError, LockError};
 use crate::key::LockKey;
+use crate::kind::LockKind;
 
-/// A manager's backend.
-pub(crate) enum Store {
-    /// The memory backend: answers at once.
+/// A manager's backend, with what it has (asked once, when the manager is built).
+pub(crate) struct Store {
+    backend: Backend_,
+    capabilities: Capabilities,
+}
+
+/// The backend itself: the memory backend is called directly (its calls inline on the
+/// uncontended path), any other through the trait object.
+enum Backend_ {
     InProcess(MemoryBackend),
-    /// Any other.
-    Backend(Arc<dyn Backend>),
+    Other(Arc<dyn Backend>),
 }
 
 impl Store {
     pub(crate) fn new<B: Backend>(backend: B) -> Store {
+        let capabilities = backend.capabilities();
         let backend: Box<dyn Any> = Box::new(backend);
-        match backend.downcast::<MemoryBackend>() {
-            Ok(memory) => Store::InProcess(*memory),
+        let backend = match backend.downcast::<MemoryBackend>() {
+            Ok(memory) => Backend_::InProcess(*memory),
             Err(other) => {
                 let backend = other
                     .downcast::<B>()
                     .unwrap_or_else(|_| unreachable!("the box holds a `B`"));
-                Store::Backend(Arc::new(*backend))
+                Backend_::Other(Arc::new(*backend))
             }
+        };
+        Store {
+            backend,
+            capabilities,
         }
     }
 
     fn backend(&self) -> &dyn Backend {
-        match self {
-            Store::InProcess(memory) => memory,
-            Store::Backend(backend) => &**backend,
+        match &self.backend {
+            Backend_::InProcess(memory) => memory,
+            Backend_::Other(backend) => &**backend,
         }
     }
 
     /// Whether [`acquire_now`](Self::acquire_now) and [`release_now`](Self::release_now)
-    /// answer. The memory backend applies the operations on one name one at a time (a
-    /// mutex per shard of names): a hold it grants while no waiter is queued near the name
-    /// takes no claim in the wait queues, and its release relies on that order to see a
-    /// waiter that queued meanwhile (see `WaitQueues::may_be_queued`).
+    /// answer (see [`Capabilities::answers_at_once`]): a hold granted while no waiter is
+    /// queued near the name takes no claim in the wait queues, and its release relies on
+    /// the backend's order to see a waiter that queued meanwhile (see
+    /// `WaitQueues::may_be_queued`).
     pub(crate) fn answers_at_once(&self) -> bool {
-        matches!(self, Store::InProcess(_))
+        self.capabilities.answers_at_once
     }
 
     /// An acquisition answered at once by an in-process backend (`None`: use
     /// [`acquire`](Self::acquire)). An answer is final: an error means nothing was taken.
     /// `sent`: the time read just before, from which the caller counts the lease (the
     /// table's lease runs from the same instant).
+    #[inline]
     pub(crate) fn acquire_now(
         &self,
         args: &AcquireArgs,
         sent: Instant,
     ) -> Option<Result<Attempt, BackendError>> {
-        match self {
-            Store::InProcess(memory) => Some(memory.take(args, sent)),
-            Store::Backend(_) => None,
+        match &self.backend {
+            Backend_::InProcess(memory) => memory.acquire_now(args, sent),
+            Backend_::Other(backend) => backend.acquire_now(args, sent),
         }
     }
 
     /// A release answered at once, like [`acquire_now`](Self::acquire_now).
+    #[inline]
     pub(crate) fn release_now(
         &self,
         args: &ReleaseArgs,
     ) -> Option<Result<ReleaseReply, BackendError>> {
-        match self {
-            Store::InProcess(memory) => Some(memory.drop_one(args)),
-            Store::Backend(_) => None,
+        match &self.backend {
+            Backend_::InProcess(memory) => memory.release_now(args),
+            Backend_::Other(backend) => backend.release_now(args),
         }
+    }
+
+    /// Refuses what the backend does not have before anything reaches it: a kind it does
+    /// not store, a lock with a record without records.
+    pub(crate) fn check(&self, kind: LockKind, records: bool) -> Result<(), LockError> {
+        let unsupported = |what: String| {
+            Err(LockError::Unsupported {
+                backend: self.name(),
+                what,
+            })
+        };
+        if !self.capabilities.kinds.contains(kind) {
+            return unsupported(format!("{} locks", kind.name()));
+        }
+        if records && !self.capabilities.records {
+            return unsupported("locks with a record".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Refuses an operator's request (inspect, force-unlock, list) of a backend that does
+    /// not answer them.
+    pub(crate) fn check_inspects(&self) -> Result<(), LockError> {
+        if self.capabilities.inspects {
+            return Ok(());
+        }
+        Err(LockError::Unsupported {
+            backend: self.name(),
+            what: "inspection, force-unlock and listing".to_owned(),
+        })
     }
 
     pub(crate) fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
@@ -94,13 +137,6 @@ impl Store {
 
     pub(crate) fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
         self.backend().renew(args)
-    }
-
-    pub(crate) fn fair_acquire(
-        &self,
-        args: FairArgs,
-    ) -> BoxFuture<Result<FairAttempt, BackendError>> {
-        self.backend().fair_acquire(args)
     }
 
     pub(crate) fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
@@ -146,7 +182,7 @@ impl Store {
     }
 
     pub(crate) fn capabilities(&self) -> Capabilities {
-        self.backend().capabilities()
+        self.capabilities
     }
 
     pub(crate) fn is_available(&self) -> bool {

@@ -27,6 +27,7 @@ use crate::telemetry::throttled;
 /// | [`NoManager`](Self::NoManager): no [`LockManager`](crate::LockManager) installed | 500 | — |
 /// | [`Misplaced`](Self::Misplaced): path parameters not visible to the layer | 500 | — |
 /// | [`InvalidPermits`](Self::InvalidPermits): a semaphore's limit or permit count out of range (a mistake in the code) | 500 | — |
+/// | [`Unsupported`](Self::Unsupported): the manager's backend has no such lock (a fair lock on RedLock) | 500 | — |
 /// | [`KindMismatch`](Self::KindMismatch): an extractor asked for a lock kind the layer's hold cannot give (a write lock under a read hold) | 500 | — |
 /// | [`BodyTooLarge`](Self::BodyTooLarge): the body read before the lock is over the limit | 413 | — |
 /// | [`BodyTimeout`](Self::BodyTimeout): the body read before the lock took too long | 408 | — |
@@ -97,6 +98,14 @@ pub enum LockRejection {
     },
     /// No lock manager was found for the request.
     NoManager,
+    /// The manager's backend does not have the kind of lock this layer or extractor takes
+    /// (see [`Capabilities`](crate::backend::Capabilities)): a setup mistake.
+    Unsupported {
+        /// The backend's name.
+        backend: &'static str,
+        /// What it does not have.
+        what: String,
+    },
     /// An extractor asked for a lock kind the layer's hold of the same key cannot give: a
     /// write lock under a read hold (no upgrade), or a read-write lock under a plain one.
     KindMismatch {
@@ -172,6 +181,7 @@ impl LockRejection {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             LockRejection::NoManager
+            | LockRejection::Unsupported { .. }
             | LockRejection::InvalidPermits { .. }
             | LockRejection::Misplaced { .. }
             | LockRejection::KindMismatch { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -222,6 +232,11 @@ impl LockRejection {
                 give one to the layer with `LockLayer::manager`, or put one in the router's \
                 state (`FromRef`)?"
                 .to_owned(),
+            LockRejection::Unsupported { backend, what } => format!(
+                "This route's lock needs {what}, which the {backend} lock backend does not \
+                 have: give the layer or extractor a manager on a backend that has them, or \
+                 take another kind of lock."
+            ),
             LockRejection::KindMismatch {
                 key,
                 held: LockKind::Semaphore(held),
@@ -314,6 +329,10 @@ impl LockRejection {
                 reason,
             },
             LockError::Lost { key } => LockRejection::Lost { key },
+            LockError::Unsupported { backend, what } => {
+                throttled!(error, backend, %what, "tower-lock: the lock backend has no such lock; answering 500");
+                LockRejection::Unsupported { backend, what }
+            }
             LockError::KindMismatch { key, held, asked } => {
                 LockRejection::KindMismatch { key, held, asked }
             }

@@ -257,6 +257,18 @@ impl<S> Layer<S> for IdempotencyLayer {
     type Service = Idempotency<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        if let Some(manager) = self.config.manager.as_ref() {
+            if !manager.capabilities().records {
+                // Said when the app is built; every request will answer 500 saying so.
+                tracing::error!(
+                    target: crate::telemetry::TARGET,
+                    backend = manager.backend_name(),
+                    "tower-lock: this IdempotencyLayer's manager is on a backend without locks \
+                     with a record, which it needs to store responses; its requests will be \
+                     answered 500: give it a manager on Redis or in memory"
+                );
+            }
+        }
         Idempotency::new(inner, Arc::new(self.config.clone()))
     }
 }

@@ -67,6 +67,12 @@ pub enum IdempotencyRejection {
     /// No `LockManager`: the layer was given none and the request has none in its
     /// extensions: 500 (a setup mistake).
     NoManager,
+    /// The manager's backend has no locks with a record, which the layer stores responses
+    /// with (RedLock): 500 (a setup mistake).
+    NoRecords {
+        /// The backend's name.
+        backend: &'static str,
+    },
     /// The stored response of the key could not be read (written by another version, or
     /// damaged): 500.
     UnreadableRecord {
@@ -87,7 +93,9 @@ impl IdempotencyRejection {
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::NoManager | Self::UnreadableRecord { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::NoManager | Self::NoRecords { .. } | Self::UnreadableRecord { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -103,6 +111,7 @@ impl IdempotencyRejection {
             Self::BodyUnreadable { .. } => "body_unreadable",
             Self::Unavailable { .. } => "unavailable",
             Self::NoManager => "no_lock_manager",
+            Self::NoRecords { .. } => "no_records",
             Self::UnreadableRecord { .. } => "unreadable_record",
         }
     }
@@ -142,6 +151,10 @@ impl IdempotencyRejection {
             Self::NoManager => "the idempotency layer has no lock manager (a server setup \
                                 mistake: give the layer `.manager(..)`)"
                 .to_owned(),
+            Self::NoRecords { backend } => format!(
+                "the idempotency layer's lock backend ({backend}) cannot store responses (a \
+                 server setup mistake: give the layer a manager on Redis or in memory)"
+            ),
             Self::UnreadableRecord { .. } => {
                 "the stored response of this idempotency key cannot be read".to_owned()
             }

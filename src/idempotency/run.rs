@@ -95,6 +95,10 @@ where
                 retry_after,
             }));
         }
+        Err(LockError::Unsupported { backend, .. }) => {
+            throttled!(error, backend, "tower-lock: the idempotency layer's backend has no locks with a record; answering 500");
+            return Ok(answer(IdempotencyRejection::NoRecords { backend }));
+        }
         Err(error) => {
             // Not reached with a fixed-length name and a plain lock; said plainly if it is.
             tracing::error!(target: TARGET, %error, "tower-lock: the idempotency layer could not claim its key");

@@ -47,7 +47,8 @@ pub(super) fn acquired(kind: LockKind, outcome: AcquireOutcome, waited: Duration
         | AcquireOutcome::HeldForOtherWork
         | AcquireOutcome::InvalidPermits
         | AcquireOutcome::Lost
-        | AcquireOutcome::KindMismatch => {}
+        | AcquireOutcome::KindMismatch
+        | AcquireOutcome::Unsupported => {}
     }
 }
 

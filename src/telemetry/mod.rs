@@ -85,6 +85,8 @@ pub(crate) enum AcquireOutcome {
     Lost,
     /// A guard asked for a kind its hold cannot give (an upgrade).
     KindMismatch,
+    /// The backend has no such lock.
+    Unsupported,
     /// The lock has a record: nothing was taken (an acquisition that asked for records).
     Recorded,
     /// The lock is held for other work: nothing was taken (an acquisition that named its
@@ -104,6 +106,7 @@ impl AcquireOutcome {
             AcquireOutcome::InvalidPermits => "invalid_permits",
             AcquireOutcome::Lost => "lost",
             AcquireOutcome::KindMismatch => "kind_mismatch",
+            AcquireOutcome::Unsupported => "unsupported",
             AcquireOutcome::Recorded => "recorded",
             AcquireOutcome::HeldForOtherWork => "held_for_other_work",
         }
@@ -135,6 +138,7 @@ pub(crate) fn acquired(
         Err(LockError::NotALock { .. }) => AcquireOutcome::Unavailable,
         Err(LockError::Lost { .. }) => AcquireOutcome::Lost,
         Err(LockError::KindMismatch { .. }) => AcquireOutcome::KindMismatch,
+        Err(LockError::Unsupported { .. }) => AcquireOutcome::Unsupported,
         Err(LockError::Recorded { .. }) => AcquireOutcome::Recorded,
         Err(LockError::HeldForOtherWork { .. }) => AcquireOutcome::HeldForOtherWork,
     };

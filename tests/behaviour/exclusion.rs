@@ -103,16 +103,13 @@ async fn other_owners_cannot_release(backend: BackendUnderTest) {
         String::new(),
     ] {
         let released = backend
-            .release(ReleaseArgs {
-                key: guard.key().clone(),
-                kind: LockKind::Plain,
-                owner: tower_lock::lock::OwnerId::from_raw(&other),
-                lease: Duration::from_secs(30),
-                expected: 1,
-                successor: None,
-                announce_run: None,
-                record: None,
-            })
+            .release(ReleaseArgs::new(
+                guard.key().clone(),
+                LockKind::Plain,
+                tower_lock::lock::OwnerId::from_raw(&other),
+                Duration::from_secs(30),
+                1,
+            ))
             .await
             .unwrap()
             .released;
@@ -198,25 +195,11 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
     let owner = tower_lock::lock::OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1");
     let other = tower_lock::lock::OwnerId::from_raw("someone-else:1");
     let lease = Duration::from_secs(30);
-    let acquire = |owner: &tower_lock::lock::OwnerId, expected| AcquireArgs {
-        key: key.clone(),
-        kind: LockKind::Plain,
-        owner: owner.clone(),
-        lease,
-        expected,
-        waits: false,
-        unless_recorded: false,
-        work: None,
+    let acquire = |owner: &tower_lock::lock::OwnerId, expected| {
+        AcquireArgs::new(key.clone(), LockKind::Plain, owner.clone(), lease).expected(expected)
     };
-    let release = |owner: &tower_lock::lock::OwnerId, expected| ReleaseArgs {
-        key: key.clone(),
-        kind: LockKind::Plain,
-        owner: owner.clone(),
-        lease,
-        expected,
-        successor: None,
-        announce_run: None,
-        record: None,
+    let release = |owner: &tower_lock::lock::OwnerId, expected| {
+        ReleaseArgs::new(key.clone(), LockKind::Plain, owner.clone(), lease, expected)
     };
     // Whether a re-entry by `owner` with `expected` holds finds exactly that count.
     let holds = |expected: u32| {

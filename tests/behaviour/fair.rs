@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::prelude::{KeysInterface, ListInterface, SortedSetsInterface};
-use tower_lock::backend::{Backend, FairArgs, MemoryBackend, RedisBackend};
+use tower_lock::backend::{AcquireArgs, Backend, MemoryBackend, RedisBackend};
 use tower_lock::lock::{OwnerId, Released};
 use tower_lock::manager::LockManagerBuilder;
 use tower_lock::{LockError, LockManager};
@@ -177,18 +177,20 @@ async fn a_dead_head_is_dropped_and_the_next_goes_on(backend: BackendUnderTest) 
     // A waiter of a process that dies once it has its place: one attempt, no more.
     let ghost = procs.backend().await;
     let queued = ghost
-        .fair_acquire(FairArgs {
-            key: key.clone(),
-            owner: OwnerId::from_raw("ghost:1"),
-            lease: Duration::from_secs(30),
-            queue_timeout: timeout,
-            was_head: false,
-        })
+        .acquire(
+            AcquireArgs::new(
+                key.clone(),
+                tower_lock::lock::LockKind::Fair,
+                OwnerId::from_raw("ghost:1"),
+                Duration::from_secs(30),
+            )
+            .fair_place(timeout, false),
+        )
         .await
         .unwrap();
     assert!(matches!(
         queued,
-        tower_lock::backend::FairAttempt::Queued { .. }
+        tower_lock::backend::Attempt::Queued { .. }
     ));
     let order = Arc::new(Mutex::new(Vec::new()));
     let live = procs.queue_waiter(0, &name, 1, &order, 2).await;
@@ -219,18 +221,20 @@ async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
     let asked = std::time::Instant::now();
     for n in 0..5 {
         let queued = ghost
-            .fair_acquire(FairArgs {
-                key: key.clone(),
-                owner: OwnerId::from_raw(&format!("ghost:{n}")),
-                lease: Duration::from_secs(30),
-                queue_timeout: timeout,
-                was_head: false,
-            })
+            .acquire(
+                AcquireArgs::new(
+                    key.clone(),
+                    tower_lock::lock::LockKind::Fair,
+                    OwnerId::from_raw(&format!("ghost:{n}")),
+                    Duration::from_secs(30),
+                )
+                .fair_place(timeout, false),
+            )
             .await
             .unwrap();
         assert!(matches!(
             queued,
-            tower_lock::backend::FairAttempt::Queued { .. }
+            tower_lock::backend::Attempt::Queued { .. }
         ));
     }
     let order = Arc::new(Mutex::new(Vec::new()));

@@ -81,15 +81,14 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
     let ctx = Ctx::new(backend).await;
     let store = ctx.backend().await;
     let key = ctx.manager.key(&support::unique("fenced-resent")).unwrap();
-    let args = |expected| AcquireArgs {
-        key: key.clone(),
-        kind: LockKind::Fenced,
-        owner: OwnerId::from_raw("resender"),
-        lease: Duration::from_secs(30),
-        expected,
-        waits: false,
-        unless_recorded: false,
-        work: None,
+    let args = |expected| {
+        AcquireArgs::new(
+            key.clone(),
+            LockKind::Fenced,
+            OwnerId::from_raw("resender"),
+            Duration::from_secs(30),
+        )
+        .expected(expected)
     };
     let first = store.acquire(args(0)).await.unwrap();
     let token = first.fencing_token().expect("acquired with a token");
@@ -101,24 +100,25 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
     assert_eq!(reentry, Attempt::Fenced(token + 1));
     assert_eq!(store.acquire(args(1)).await.unwrap(), reentry);
     assert_eq!(store.acquire(args(3)).await.unwrap(), Attempt::Lost);
-    let other = AcquireArgs {
-        owner: OwnerId::from_raw("other"),
-        ..args(0)
-    };
+    let other = AcquireArgs::new(
+        key.clone(),
+        LockKind::Fenced,
+        OwnerId::from_raw("other"),
+        Duration::from_secs(30),
+    );
     assert!(matches!(
         store.acquire(other).await.unwrap(),
         Attempt::Busy(Some(_))
     ));
     // Two holds, not three: the second release frees it.
-    let release = |expected| tower_lock::backend::ReleaseArgs {
-        key: key.clone(),
-        kind: LockKind::Fenced,
-        owner: OwnerId::from_raw("resender"),
-        lease: Duration::from_secs(30),
-        expected,
-        successor: None,
-        announce_run: None,
-        record: None,
+    let release = |expected| {
+        tower_lock::backend::ReleaseArgs::new(
+            key.clone(),
+            LockKind::Fenced,
+            OwnerId::from_raw("resender"),
+            Duration::from_secs(30),
+            expected,
+        )
     };
     assert_eq!(
         store.release(release(2)).await.unwrap().released,

@@ -25,16 +25,7 @@ pub(crate) fn first_acquisition(
     owner: &OwnerId,
     lease: Duration,
 ) -> AcquireArgs {
-    AcquireArgs {
-        key: key.clone(),
-        kind,
-        owner: owner.clone(),
-        lease,
-        expected: 0,
-        waits: false,
-        unless_recorded: false,
-        work: None,
-    }
+    AcquireArgs::new(key.clone(), kind, owner.clone(), lease)
 }
 
 pub(crate) fn busy(result: Result<tower_lock::lock::LockGuard, LockError>) -> bool {
@@ -179,16 +170,7 @@ async fn a_resent_acquisition_takes_no_second_permit(backend: BackendUnderTest) 
     }
     assert_eq!(ctx.manager.semaphore_usage(&name).await.unwrap().in_use, 1);
     let other = ctx.manager.semaphore(&name, 2).try_acquire().await.unwrap();
-    let release = ReleaseArgs {
-        key,
-        kind,
-        owner,
-        lease: Duration::from_secs(30),
-        expected: 1,
-        successor: None,
-        announce_run: None,
-        record: None,
-    };
+    let release = ReleaseArgs::new(key, kind, owner, Duration::from_secs(30), 1);
     let first = store.release(release.clone()).await.unwrap().released;
     assert_eq!(first, Released::Unlocked);
     let again = store.release(release).await.unwrap().released;

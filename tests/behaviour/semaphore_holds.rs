@@ -180,18 +180,9 @@ async fn the_backend_hands_permits_over_once(backend: BackendUnderTest) {
         store.acquire(acquire(&holder)).await.unwrap(),
         Attempt::Acquired
     );
-    let release = |owner: &OwnerId, to: &OwnerId| ReleaseArgs {
-        key: key.clone(),
-        kind,
-        owner: owner.clone(),
-        lease: Duration::from_secs(30),
-        expected: 1,
-        successor: Some(Successor {
-            owner: to.clone(),
-            lease: Duration::from_secs(60),
-        }),
-        announce_run: None,
-        record: None,
+    let release = |owner: &OwnerId, to: &OwnerId| {
+        ReleaseArgs::new(key.clone(), kind, owner.clone(), Duration::from_secs(30), 1)
+            .successor(Successor::new(to.clone(), Duration::from_secs(60)))
     };
     let handed = store
         .release(release(&holder, &successor))

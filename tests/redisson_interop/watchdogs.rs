@@ -77,10 +77,7 @@ async fn both_watchdogs_renew_without_fighting() {
     let name = support::unique("interop-watchdogs");
     let events = support::subscriber(&url).await;
     let mut events_rx = events.keyspace_event_rx();
-    events
-        .subscribe(format!("__keyspace@0__:{name}"))
-        .await
-        .unwrap();
+    support::subscribe_confirmed(&sides.admin, &events, &format!("__keyspace@0__:{name}")).await;
 
     // Each side's watchdog also keeps a hold of its own alive throughout.
     let ours = sides

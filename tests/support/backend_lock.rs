@@ -42,16 +42,11 @@ impl BackendLock {
         waits: bool,
     ) -> Attempt {
         self.backend
-            .acquire(AcquireArgs {
-                key: self.key.clone(),
-                kind,
-                owner: OwnerId::from_raw(owner),
-                lease,
-                expected,
-                waits,
-                unless_recorded: false,
-                work: None,
-            })
+            .acquire(
+                AcquireArgs::new(self.key.clone(), kind, OwnerId::from_raw(owner), lease)
+                    .expected(expected)
+                    .waits(waits),
+            )
             .await
             .unwrap()
     }
@@ -59,28 +54,24 @@ impl BackendLock {
     /// The waiter `owner` stops waiting.
     pub async fn stop_waiting(&self, kind: LockKind, owner: &str) {
         self.backend
-            .leave_queue(LeaveArgs {
-                key: self.key.clone(),
+            .leave_queue(LeaveArgs::new(
+                self.key.clone(),
                 kind,
-                owner: OwnerId::from_raw(owner),
-                queue_timeout: Duration::ZERO,
-            })
+                OwnerId::from_raw(owner),
+            ))
             .await
             .unwrap()
     }
 
     pub async fn release(&self, kind: LockKind, owner: &str, expected: u32) -> Released {
         self.backend
-            .release(ReleaseArgs {
-                key: self.key.clone(),
+            .release(ReleaseArgs::new(
+                self.key.clone(),
                 kind,
-                owner: OwnerId::from_raw(owner),
-                lease: self.lease,
+                OwnerId::from_raw(owner),
+                self.lease,
                 expected,
-                successor: None,
-                announce_run: None,
-                record: None,
-            })
+            ))
             .await
             .unwrap()
             .released
@@ -88,12 +79,12 @@ impl BackendLock {
 
     pub async fn renew(&self, kind: LockKind, owner: &str, lease: Duration) -> bool {
         self.backend
-            .renew(RenewArgs {
-                key: self.key.clone(),
+            .renew(RenewArgs::new(
+                self.key.clone(),
                 kind,
-                owner: OwnerId::from_raw(owner),
+                OwnerId::from_raw(owner),
                 lease,
-            })
+            ))
             .await
             .unwrap()
     }

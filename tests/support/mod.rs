@@ -452,6 +452,25 @@ pub fn stdout_flush() {
     let _ = std::io::stdout().flush();
 }
 
+/// Subscribes `subscriber` to `channel` (sharded on a cluster, as tower-lock does there) and
+/// returns once Redis counts the subscription (seen through `admin`): fred answers SUBSCRIBE
+/// as soon as it is written, so a message published before Redis read it would be missed.
+pub async fn subscribe_confirmed(
+    admin: &Client,
+    subscriber: &fred::clients::SubscriberClient,
+    channel: &str,
+) {
+    if admin.is_clustered() {
+        subscriber.ssubscribe(channel).await.unwrap();
+    } else {
+        subscriber.subscribe(channel).await.unwrap();
+    }
+    eventually(&format!("the subscription to {channel}"), || async {
+        (numsub(admin, channel).await >= 1).then_some(())
+    })
+    .await;
+}
+
 /// How many connections subscribe to `channel`: `PUBSUB NUMSUB`, or on a cluster
 /// `PUBSUB SHARDNUMSUB` at the node of the channel's slot (tower-lock uses sharded pub/sub
 /// there).

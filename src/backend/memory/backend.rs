@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::fair::{self, NextTurn};
 use super::{fenced, inspect, plain, read_write, semaphore, Locks};
 use crate::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, FairArgs, FairAttempt, ForceUnlocked, LeaveArgs,
+    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, ForceUnlocked, KindSet, LeaveArgs,
     LockInfo, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::{BackendError, Released};
@@ -121,7 +121,7 @@ impl MemoryBackend {
     }
 
     /// An acquisition, answered at once: each kind by its own rules.
-    pub(crate) fn take(&self, args: &AcquireArgs, now: Instant) -> Result<Attempt, BackendError> {
+    fn take(&self, args: &AcquireArgs, now: Instant) -> Result<Attempt, BackendError> {
         if args.unless_recorded && !(args.kind.rules().records && args.expected == 0) {
             return Err(BackendError::new(format!(
                 "a lock with a record is a plain lock taken once (not a {} lock, not a reentry)",
@@ -158,7 +158,7 @@ impl MemoryBackend {
     }
 
     /// A release, answered at once: each kind by its own rules.
-    pub(crate) fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
+    fn drop_one(&self, args: &ReleaseArgs) -> Result<ReleaseReply, BackendError> {
         let released = match args.kind {
             LockKind::Plain if args.record.is_some() => {
                 let released = self.with_locks(&args.key, |locks, now| {
@@ -229,6 +229,28 @@ impl Backend for MemoryBackend {
         ready(self.drop_one(&args))
     }
 
+    #[inline]
+    fn acquire_now(
+        &self,
+        args: &AcquireArgs,
+        now: Instant,
+    ) -> Option<Result<Attempt, BackendError>> {
+        Some(self.take(args, now))
+    }
+
+    #[inline]
+    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
+        Some(self.drop_one(args))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new()
+            .kinds(KindSet::ALL)
+            .records(true)
+            .inspects(true)
+            .answers_at_once(true)
+    }
+
     fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
         let renewed = self.with_locks(&args.key, |locks, now| match args.kind {
             LockKind::Plain | LockKind::Fair | LockKind::Fenced => plain::renew(locks, &args, now),
@@ -236,13 +258,6 @@ impl Backend for MemoryBackend {
             LockKind::Semaphore(_) => semaphore::renew(locks, &args, now),
         });
         ready(Ok(renewed))
-    }
-
-    fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
-        let (attempt, turn) =
-            self.with_locks(&args.key, |locks, now| fair::queue(locks, &args, now));
-        self.tell_turn(turn);
-        ready(Ok(attempt))
     }
 
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::backend::memory::plain;
 use crate::backend::memory::{Entry, Locks, PlainHolder};
-use crate::backend::{AcquireArgs, Attempt, FairArgs, FairAttempt, LeaveArgs, ReleaseArgs};
+use crate::backend::{AcquireArgs, Attempt, LeaveArgs, ReleaseArgs};
 use crate::error::Released;
 use crate::key::{LockKey, OwnerId};
 
@@ -157,7 +157,8 @@ impl Locks {
     }
 }
 
-/// A single try, which never queues, or a holder's reentry (the plain lock's).
+/// An attempt: a waiting one queues (or keeps its place alive); a single try never
+/// queues; a holder's reentry is the plain lock's.
 pub(in crate::backend) fn take(
     locks: &mut Locks,
     args: &AcquireArgs,
@@ -169,6 +170,9 @@ pub(in crate::backend) fn take(
             Err(attempt) => attempt,
         };
         return (attempt, None);
+    }
+    if args.waits {
+        return queue(locks, args, now);
     }
     try_take(locks, args, now)
 }
@@ -191,11 +195,7 @@ fn try_take(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> (Attempt, Ne
 }
 
 /// An attempt that queues, or keeps its place alive.
-pub(in crate::backend) fn queue(
-    locks: &mut Locks,
-    args: &FairArgs,
-    now: Instant,
-) -> (FairAttempt, NextTurn) {
+fn queue(locks: &mut Locks, args: &AcquireArgs, now: Instant) -> (Attempt, NextTurn) {
     let (key, owner, step) = (&args.key, &args.owner, args.queue_timeout);
     let holder = locks.live(key, now).map(|entry| match entry {
         Entry::Plain(holder) => holder.owner == *owner,
@@ -203,7 +203,7 @@ pub(in crate::backend) fn queue(
     });
     if holder == Some(true) {
         // A re-sent attempt that took the lock already.
-        return (FairAttempt::Acquired, None);
+        return (Attempt::Acquired, None);
     }
     let free = holder.is_none();
     let dropped = locks.evict(key, now, step);
@@ -215,7 +215,7 @@ pub(in crate::backend) fn queue(
     let empty = locks.fair.get(key).is_none_or(|queue| queue.0.is_empty());
     if found.is_none() && free && empty {
         locks.take_fair(key, owner, args.lease, step, now);
-        return (FairAttempt::Acquired, None);
+        return (Attempt::Acquired, None);
     }
     let queue = locks.fair.entry(key.clone()).or_default();
     let pos = match found {
@@ -250,7 +250,7 @@ pub(in crate::backend) fn queue(
     place.deadline = place.deadline.max(alive);
     if free && pos == 0 {
         locks.take_fair(key, owner, args.lease, step, now);
-        return (FairAttempt::Acquired, None);
+        return (Attempt::Acquired, None);
     }
     let wake = if free && dropped {
         locks.head(key, Some(owner))
@@ -262,7 +262,7 @@ pub(in crate::backend) fn queue(
     } else {
         pttl.unwrap_or(step)
     };
-    let queued = FairAttempt::Queued {
+    let queued = Attempt::Queued {
         retry_in,
         holder_lease: pttl,
         at_head: pos == 0,

@@ -7,9 +7,7 @@ use fred::prelude::*;
 
 use crate::backend::redis::commands::{eval_script, millis, script_call};
 use crate::backend::redis::{names, scripts, RedisBackend};
-use crate::backend::{
-    AcquireArgs, Attempt, BoxFuture, FairArgs, FairAttempt, LeaveArgs, ReleaseArgs, ReleaseReply,
-};
+use crate::backend::{AcquireArgs, Attempt, BoxFuture, LeaveArgs, ReleaseArgs, ReleaseReply};
 use crate::error::{BackendError, Released};
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
@@ -124,11 +122,11 @@ impl RedisBackend {
         })
     }
 
-    /// [`Backend::fair_acquire`](crate::backend::Backend::fair_acquire).
+    /// [`Backend::acquire`](crate::backend::Backend::acquire) of a waiting fair lock.
     pub(in crate::backend) fn fair_queue(
         &self,
-        args: FairArgs,
-    ) -> BoxFuture<Result<FairAttempt, BackendError>> {
+        args: AcquireArgs,
+    ) -> BoxFuture<Result<Attempt, BackendError>> {
         let ack = self.inner.replica_ack;
         let (backend, key, owner, lease) = (
             self.clone(),
@@ -143,12 +141,12 @@ impl RedisBackend {
         let reply = self.fair(op, args.key, args.owner, args.lease);
         Box::pin(async move {
             match (decode_queue(reply.await?)?, ack) {
-                (FairAttempt::Acquired, Some(ack)) => {
+                (Attempt::Acquired, Some(ack)) => {
                     // Kept (acknowledged, or kept without enough acknowledgements), or an
                     // error once released: the waiter then tries again from the front.
                     Box::pin(backend.await_replicas(ack, key, LockKind::Fair, owner, lease))
                         .await?;
-                    Ok(FairAttempt::Acquired)
+                    Ok(Attempt::Acquired)
                 }
                 (attempt, _) => Ok(attempt),
             }
@@ -198,13 +196,13 @@ pub(in crate::backend) fn decode_try(reply: Value) -> Result<Attempt, BackendErr
 }
 
 /// A queued attempt's reply, decoded.
-pub(in crate::backend) fn decode_queue(reply: Value) -> Result<FairAttempt, BackendError> {
+pub(in crate::backend) fn decode_queue(reply: Value) -> Result<Attempt, BackendError> {
     if let Value::Array(ref parts) = reply {
         if let [Value::Integer(retry), Value::Integer(pttl), Value::Integer(head)] =
             parts.as_slice()
         {
             if *retry >= 0 && (*head == 0 || *head == 1) {
-                return Ok(FairAttempt::Queued {
+                return Ok(Attempt::Queued {
                     retry_in: Duration::from_millis(*retry as u64),
                     holder_lease: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
                     at_head: *head == 1,
@@ -214,7 +212,7 @@ pub(in crate::backend) fn decode_queue(reply: Value) -> Result<FairAttempt, Back
         return Err(unknown("a queued acquisition", &reply));
     }
     match code(&reply, "a queued acquisition")? {
-        scripts::ACQUIRED => Ok(FairAttempt::Acquired),
+        scripts::ACQUIRED => Ok(Attempt::Acquired),
         _ => Err(unknown("a queued acquisition", &reply)),
     }
 }
@@ -256,16 +254,13 @@ mod tests {
         ]);
         assert_eq!(
             decode_queue(queued).unwrap(),
-            FairAttempt::Queued {
+            Attempt::Queued {
                 retry_in: Duration::from_millis(250),
                 holder_lease: None,
                 at_head: true,
             }
         );
-        assert_eq!(
-            decode_queue(Value::Integer(-1)).unwrap(),
-            FairAttempt::Acquired
-        );
+        assert_eq!(decode_queue(Value::Integer(-1)).unwrap(), Attempt::Acquired);
         for bad in [
             Value::Integer(3),
             Value::Array(vec![Value::Integer(-5), Value::Integer(1)]),

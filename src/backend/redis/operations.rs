@@ -6,8 +6,8 @@ use fred::prelude::*;
 
 use super::{names, subscriptions, RedisBackend};
 use crate::backend::{
-    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, FairArgs, FairAttempt, ForceUnlocked,
-    LeaveArgs, LockInfo, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
+    AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, ForceUnlocked, KindSet, LeaveArgs,
+    LockInfo, Notices, PermitUsage, ReleaseArgs, ReleaseReply, RenewArgs,
 };
 use crate::error::BackendError;
 use crate::key::LockKey;
@@ -17,10 +17,15 @@ use crate::telemetry::TARGET;
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
         match args.kind {
-            LockKind::Plain if args.unless_recorded => self.acquire_unless_recorded(args),
+            _ if args.unless_recorded && args.kind.rules().records => {
+                self.acquire_unless_recorded(args)
+            }
             _ if args.unless_recorded => self.no_records(args.kind),
             LockKind::Plain => self.plain_acquire(args),
             LockKind::Read | LockKind::Write => self.read_write_acquire(args),
+            // A waiting fair acquisition takes (or keeps) its place in the queue; a single
+            // try and a reentry never queue.
+            LockKind::Fair if args.waits && args.expected == 0 => self.fair_queue(args),
             LockKind::Fair => self.fair_try(args),
             LockKind::Fenced => self.fenced_acquire(args),
             LockKind::Semaphore(_) => self.semaphore_acquire(args),
@@ -30,7 +35,7 @@ impl Backend for RedisBackend {
     fn release(&self, mut args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         let record = args.record.take();
         match (args.kind, record) {
-            (LockKind::Plain, Some(record)) => self.release_recording(args, record),
+            (kind, Some(record)) if kind.rules().records => self.release_recording(args, record),
             (kind, Some(_)) => self.no_records(kind),
             // A fenced lock's release is the plain lock's (its successors acquire, each
             // with a token of its own, so it is never handed over).
@@ -48,10 +53,6 @@ impl Backend for RedisBackend {
             LockKind::Read | LockKind::Write => self.read_write_renew(args),
             LockKind::Semaphore(_) => self.semaphore_renew(args),
         }
-    }
-
-    fn fair_acquire(&self, args: FairArgs) -> BoxFuture<Result<FairAttempt, BackendError>> {
-        self.fair_queue(args)
     }
 
     fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
@@ -127,6 +128,9 @@ impl Backend for RedisBackend {
         // Queued behind sends on their way (each bounded by the time limit), then sent.
         let limit = self.inner.options.timeout.map(|limit| limit * 2);
         Capabilities::new()
+            .kinds(KindSet::ALL)
+            .records(true)
+            .inspects(true)
             .hands_over(plain)
             .attempt_time_limit(limit.filter(|_| plain))
             .subscribes(true)

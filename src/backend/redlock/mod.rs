@@ -154,19 +154,15 @@ fn no_records() -> BackendError {
     BackendError::new("RedLock has no locks with records (the idempotency layer needs one Redis)")
 }
 
-/// The error for a kind RedLock does not have: its algorithm is the plain lock's.
+/// The error for a kind RedLock does not have (the manager refuses them first, from its
+/// capabilities): its algorithm is the plain lock's.
 fn only_plain(kind: LockKind) -> Option<BackendError> {
-    match kind {
-        LockKind::Plain => None,
-        LockKind::Read
-        | LockKind::Write
-        | LockKind::Fair
-        | LockKind::Fenced
-        | LockKind::Semaphore(_) => Some(BackendError::new(format!(
+    (kind != LockKind::Plain).then(|| {
+        BackendError::new(format!(
             "RedLock has the plain lock only, not the {} lock",
             kind.name()
-        ))),
-    }
+        ))
+    })
 }
 
 impl Backend for RedLockBackend {

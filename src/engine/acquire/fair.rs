@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{
     backend_down, deadline_after, wait_ended, Acquisition, Grant, Seen, Want, ERROR_RETRY,
 };
-use crate::backend::{FairArgs, FairAttempt, LeaveArgs};
+use crate::backend::{AcquireArgs, Attempt, LeaveArgs};
 use crate::engine::drop_safe::DropSafe;
 use crate::engine::outage::{answer_by, answer_within, GaveUp};
 use crate::engine::shared::ManagerInner;
@@ -85,7 +85,7 @@ impl<'a> FairAcquisition<'a> {
                     last_error = Some(backend_down(inner));
                     break;
                 }
-                Ok(Ok(FairAttempt::Acquired)) => {
+                Ok(Ok(Attempt::Acquired)) => {
                     place.acquired = true;
                     let claim = inner.queues().claim(&key, LockKind::Fair);
                     return Ok(Grant {
@@ -94,7 +94,7 @@ impl<'a> FairAcquisition<'a> {
                         token: None,
                     });
                 }
-                Ok(Ok(FairAttempt::Queued {
+                Ok(Ok(Attempt::Queued {
                     retry_in,
                     holder_lease,
                     at_head,
@@ -106,10 +106,18 @@ impl<'a> FairAcquisition<'a> {
                     // Renew the place every third of its timeout.
                     sent + retry_in.min(self.timeout / 3)
                 }
-                Ok(Err(error)) => {
-                    // The attempt may have landed: if the wait ends now, release too.
+                Ok(answer) => {
+                    // Failed (or answered what a waiting fair acquisition is never
+                    // answered): the attempt may have landed; if the wait ends now,
+                    // release too.
                     place.uncertain = true;
-                    last_error = Some(error);
+                    last_error = Some(answer.err().unwrap_or_else(|| {
+                        BackendError::new(format!(
+                            "the {} lock backend answered a waiting fair acquisition with \
+                             neither the lock nor a place in its queue",
+                            inner.store().name()
+                        ))
+                    }));
                     // Like the plain lock's, a first attempt that fails answers at once
                     // (fail fast); a queued waiter rides the failure out while it waits.
                     if first {
@@ -184,17 +192,18 @@ impl<'a> Place<'a> {
 
     /// One attempt, finished and undone in the background if it is dropped after it was
     /// sent: a lock it took (or may have) is released, and the waiter leaves the queue.
-    fn attempt(&self) -> DropSafe<Result<FairAttempt, BackendError>> {
-        let args = FairArgs {
-            key: self.want.key.clone(),
-            owner: self.want.owner.clone(),
-            lease: self.want.lease,
-            queue_timeout: self.timeout,
-            was_head: self.at_head,
-        };
+    fn attempt(&self) -> DropSafe<Result<Attempt, BackendError>> {
+        let want = &self.want;
+        let args = AcquireArgs::new(
+            want.key.clone(),
+            LockKind::Fair,
+            want.owner.clone(),
+            want.lease,
+        )
+        .fair_place(self.timeout, self.at_head);
         let (inner, want, timeout) = (self.inner.clone(), self.want.clone(), self.timeout);
-        DropSafe::new(self.inner.store().fair_acquire(args), move |result| {
-            let took = !matches!(result, Ok(FairAttempt::Queued { .. }));
+        DropSafe::new(self.inner.store().acquire(args), move |result| {
+            let took = !matches!(result, Ok(Attempt::Queued { .. }));
             Some(leave(inner, want, timeout, took))
         })
     }
@@ -213,12 +222,7 @@ fn leave(
             let (key, owner) = (want.key.clone(), want.owner.clone());
             release_unowned(inner.clone(), key, LockKind::Fair, owner, want.lease).await;
         }
-        let args = LeaveArgs {
-            key: want.key,
-            kind: LockKind::Fair,
-            owner: want.owner,
-            queue_timeout: timeout,
-        };
+        let args = LeaveArgs::new(want.key, LockKind::Fair, want.owner).queue_timeout(timeout);
         if let Err(error) = inner.store().leave_queue(args).await {
             tracing::warn!(target: TARGET, %error, "tower-lock: a fair waiter could not leave the queue; its place runs out by itself");
         }

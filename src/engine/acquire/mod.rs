@@ -159,6 +159,8 @@ impl<'a> Acquisition<'a> {
                 Ok(Err(Found::HeldBack(marks_end)))
             }
             Attempt::Lost => Ok(Err(Found::Nothing)),
+            // Only a waiting fair acquisition queues (it has an acquisition of its own).
+            attempt @ Attempt::Queued { .. } => Err(unexpected(self.inner, &attempt).into()),
         }
     }
 
@@ -210,6 +212,11 @@ impl<'a> Acquisition<'a> {
                         Ok(Ok(Attempt::Lost)) => queued.ticket().busy(None),
                         Ok(Ok(Attempt::HeldForOtherWork)) => {
                             return Err(self.held_for_other_work());
+                        }
+                        Ok(Ok(attempt @ Attempt::Queued { .. })) => {
+                            last_error = Some(unexpected(inner, &attempt));
+                            queued.ticket().busy(Some(error_retry));
+                            error_retry = (error_retry * 2).min(Duration::from_secs(1));
                         }
                         Ok(Ok(Attempt::Recorded(record))) => {
                             // Every local waiter for it will find the record too: they
@@ -316,6 +323,14 @@ pub(super) fn wait_ended(
         None if !inner.store().is_available() => LockError::Unavailable(backend_down(inner)),
         None => timed_out(key, started, seen),
     }
+}
+
+/// The error for an answer the backend owes no such acquisition.
+fn unexpected(inner: &ManagerInner, attempt: &Attempt) -> BackendError {
+    BackendError::new(format!(
+        "the {} lock backend answered {attempt:?} to an acquisition that does not queue",
+        inner.store().name()
+    ))
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ impl Want {
             waits,
             unless_recorded: self.unless_recorded,
             work: self.work.as_deref().cloned(),
+            queue_timeout: Duration::ZERO,
+            was_head: false,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use super::LockLayer;
 use crate::error::LockError;
-use crate::kind::{LockKind, Permits};
+use crate::kind::{KindSet, LockKind, Permits};
 #[cfg(doc)]
 use crate::LockManager;
 
@@ -158,6 +158,20 @@ pub(crate) enum LayerKinds {
 }
 
 impl LayerKinds {
+    /// Every kind a request may take.
+    pub(crate) fn kinds(self) -> KindSet {
+        let one = |kind| KindSet::EMPTY.with(kind);
+        match self {
+            LayerKinds::Plain => one(LockKind::Plain),
+            LayerKinds::Read => one(LockKind::Read),
+            LayerKinds::Write => one(LockKind::Write),
+            LayerKinds::ByMethod => one(LockKind::Read).with(LockKind::Write),
+            LayerKinds::Fair => one(LockKind::Fair),
+            LayerKinds::Fenced => one(LockKind::Fenced),
+            LayerKinds::Semaphore { .. } => one(LockKind::Semaphore(Permits::ONE)),
+        }
+    }
+
     /// The kind a request of `method` takes (an error for a semaphore's invalid limit).
     pub(crate) fn for_method(self, method: &http::Method) -> Result<LockKind, LockError> {
         Ok(match self {

@@ -103,6 +103,8 @@ use options::LayerOptions;
 use crate::engine::LockManager;
 use crate::http::key_source::KeySource;
 use crate::http::locked::Lockable;
+use crate::kind::KindSet;
+use crate::telemetry::TARGET;
 
 /// Applies [`Lock`] to a service. See the [module docs](crate::layer).
 ///
@@ -303,6 +305,24 @@ impl<S> Layer<S> for LockLayer {
     type Service = Lock<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        if let Some(manager) = &self.config.options.manager {
+            let missing = self
+                .config
+                .kinds
+                .kinds()
+                .without_all(manager.capabilities().kinds);
+            if missing != KindSet::EMPTY {
+                // Said when the app is built; every request will answer 500 saying so.
+                tracing::error!(
+                    target: TARGET,
+                    backend = manager.backend_name(),
+                    kinds = ?missing,
+                    "tower-lock: this LockLayer takes locks its manager's backend does not have; \
+                     its requests will be answered 500: give it a manager on a backend that has \
+                     them, or take another kind of lock"
+                );
+            }
+        }
         Lock::new(inner, self.clone())
     }
 }
