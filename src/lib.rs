@@ -16,6 +16,9 @@
 
 pub mod admin;
 pub mod backend;
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
 mod engine;
 mod error;
 #[cfg(feature = "axum")]

@@ -225,3 +225,67 @@ fn unsupported<T: Send + 'static>(name: &str, cannot: &str) -> BoxFuture<Result<
     let error = BackendError::new(format!("the {name} lock backend {cannot}"));
     Box::pin(std::future::ready(Err(error)))
 }
+
+/// A shared backend is a backend: a manager can be given an `Arc<dyn Backend>` (or an `Arc`
+/// of a backend of yours).
+impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
+    fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
+        (**self).acquire(args)
+    }
+    fn release(&self, args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
+        (**self).release(args)
+    }
+    fn renew(&self, args: RenewArgs) -> BoxFuture<Result<bool, BackendError>> {
+        (**self).renew(args)
+    }
+    fn leave_queue(&self, args: LeaveArgs) -> BoxFuture<Result<(), BackendError>> {
+        (**self).leave_queue(args)
+    }
+    fn acquire_now(
+        &self,
+        args: &AcquireArgs,
+        now: Instant,
+    ) -> Option<Result<Attempt, BackendError>> {
+        (**self).acquire_now(args, now)
+    }
+    fn release_now(&self, args: &ReleaseArgs) -> Option<Result<ReleaseReply, BackendError>> {
+        (**self).release_now(args)
+    }
+    fn set_semaphore_limit(&self, key: LockKey, limit: u32) -> BoxFuture<Result<(), BackendError>> {
+        (**self).set_semaphore_limit(key, limit)
+    }
+    fn semaphore_usage(&self, key: LockKey) -> BoxFuture<Result<PermitUsage, BackendError>> {
+        (**self).semaphore_usage(key)
+    }
+    fn inspect(&self, key: LockKey) -> BoxFuture<Result<LockInfo, BackendError>> {
+        (**self).inspect(key)
+    }
+    fn force_unlock(&self, key: LockKey) -> BoxFuture<Result<ForceUnlocked, BackendError>> {
+        (**self).force_unlock(key)
+    }
+    fn list_names(
+        &self,
+        pattern: String,
+        limit: usize,
+    ) -> BoxFuture<Result<Vec<LockKey>, BackendError>> {
+        (**self).list_names(pattern, limit)
+    }
+    fn listen(&self, notices: Notices) {
+        (**self).listen(notices)
+    }
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn is_available(&self) -> bool {
+        (**self).is_available()
+    }
+    fn unavailable_reason(&self) -> BackendError {
+        (**self).unavailable_reason()
+    }
+    fn check_key(&self, key: &LockKey) -> Result<(), String> {
+        (**self).check_key(key)
+    }
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+}

@@ -2,16 +2,16 @@
 //! whole within the limit and cut to a smaller one.
 
 use fred::prelude::KeysInterface;
+use tower_lock::LockManager;
 
-use crate::ctx::Ctx;
 use crate::support;
 use crate::support::suite::{backend_suite, BackendUnderTest};
 
 /// 10,000 names (on a Cluster: spread over every master): a listing finds them all, and a
 /// smaller limit returns that many and says there are more.
 async fn ten_thousand_names_are_listed_within_the_limit(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
-    let redis = ctx.redis.as_ref().expect("a Redis backend");
+    let manager = backend.manager(LockManager::builder()).await;
+    let redis = &support::client(&backend.url().expect("a Redis backend")).await;
     let prefix = support::unique("many");
     let keys: Vec<String> = (0..10_000).map(|i| format!("{prefix}:{i}")).collect();
     for chunk in keys.chunks(500) {
@@ -29,14 +29,12 @@ async fn ten_thousand_names_are_listed_within_the_limit(backend: BackendUnderTes
             set.await.unwrap();
         }
     }
-    let all = ctx
-        .manager
+    let all = manager
         .list_names(&format!("{prefix}:*"), 10_000)
         .await
         .unwrap();
     assert_eq!((all.names.len(), all.truncated), (10_000, false));
-    let some = ctx
-        .manager
+    let some = manager
         .list_names(&format!("{prefix}:*"), 100)
         .await
         .unwrap();

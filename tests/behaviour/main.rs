@@ -1,20 +1,31 @@
-//! The behaviour suite: the same tests against the in-memory backend, a real Redis and a
-//! local Redis Cluster, by subject (`exclusion::redis::mutual_exclusion`, …).
+//! The conformance suite (`tower_lock::conformance`) on every backend of this crate: the
+//! in-memory backend, one Redis, the local Redis Cluster, a master found through Sentinel,
+//! and RedLock over three servers (by subject: `redis::exclusion::mutual_exclusion`, …).
+//! Checks that need what a backend does not have pass saying so. Beside them, what only
+//! Redis shows: Redisson's layouts, subscriptions given up, batching, listings.
 
 #[path = "../support/mod.rs"]
 mod support;
 
-mod ctx;
-mod exclusion;
-mod fair;
-mod fenced;
-mod holds;
-mod leases;
+mod layouts;
 mod listing;
-mod multi;
-mod operator;
-mod read_write;
-mod records;
-mod semaphore;
-mod semaphore_holds;
-mod waiting;
+
+mod memory {
+    tower_lock::conformance_suite!(tower_lock::conformance::Memory::new());
+}
+
+mod redis {
+    tower_lock::conformance_suite!(crate::support::subjects::redis());
+}
+
+mod cluster {
+    tower_lock::conformance_suite!(crate::support::subjects::cluster());
+}
+
+mod sentinel {
+    tower_lock::conformance_suite!(crate::support::subjects::sentinel());
+}
+
+mod redlock {
+    tower_lock::conformance_suite!(crate::support::subjects::redlock());
+}

@@ -13,6 +13,7 @@ pub mod proxy;
 pub mod redisson_jar;
 pub mod redisson_java;
 pub mod redisson_scripts;
+pub mod subjects;
 pub mod suite;
 pub mod trace;
 

@@ -6,18 +6,20 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fred::prelude::KeysInterface;
-use tower_lock::backend::{AcquireArgs, Attempt};
-use tower_lock::lock::{LockKind, OwnerId, Released};
-use tower_lock::{LockError, LockManager};
+use crate::backend::{AcquireArgs, Attempt};
+use crate::lock::{LockKind, OwnerId, Released};
+use crate::LockError;
 
-use crate::ctx::Ctx;
-use crate::support;
-use crate::support::suite::{backend_suite, BackendUnderTest};
+use super as support;
+use super::ctx::Ctx;
+use super::Subject;
 
 /// Acquisitions, reentries and releases: each token is greater than the one before.
-async fn every_acquisition_gets_a_greater_token(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn every_acquisition_gets_a_greater_token(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("every_acquisition_gets_a_greater_token", LockKind::Fenced)) {
+        return;
+    }
     let name = support::unique("fenced-grows");
     let mut last = 0;
     for _ in 0..3 {
@@ -35,13 +37,12 @@ async fn every_acquisition_gets_a_greater_token(backend: BackendUnderTest) {
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
         last = reentered;
     }
-    if let Some(redis) = &ctx.redis {
-        // Redisson's counter: the last token given, and no expiry.
-        let tokens = support::fencing_tokens_key(&name);
-        let stored: u64 = redis.get(&tokens).await.unwrap();
-        assert_eq!(stored, last);
-        let ttl: i64 = redis.pttl(&tokens).await.unwrap();
-        assert_eq!(ttl, -1, "the token counter never expires");
+    if let Some(info) = ctx.inspected(&name).await {
+        assert_eq!(
+            info.fencing_token,
+            Some(last),
+            "the last token given is kept"
+        );
     }
     assert_eq!(
         ctx.manager
@@ -57,8 +58,14 @@ async fn every_acquisition_gets_a_greater_token(backend: BackendUnderTest) {
 
 /// The fenced and the plain lock of one name are one lock (Redisson's `RFencedLock` is an
 /// `RLock`).
-async fn fenced_and_plain_locks_exclude_each_other(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn fenced_and_plain_locks_exclude_each_other(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "fenced_and_plain_locks_exclude_each_other",
+        LockKind::Fenced,
+    )) {
+        return;
+    }
     let name = support::unique("fenced-plain");
     let fenced = ctx.manager.fenced_lock(&name).acquire().await.unwrap();
     let busy = ctx.manager.lock(&name).try_acquire().await.unwrap_err();
@@ -77,8 +84,11 @@ async fn fenced_and_plain_locks_exclude_each_other(backend: BackendUnderTest) {
 
 /// A backend applies a fenced acquisition at most once: sent again after it counted, it
 /// answers the same token and counts no second hold (a reentry likewise).
-async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn a_resent_acquisition_keeps_its_token(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("a_resent_acquisition_keeps_its_token", LockKind::Fenced)) {
+        return;
+    }
     let store = ctx.backend().await;
     let key = ctx.manager.key(&support::unique("fenced-resent")).unwrap();
     let args = |expected| {
@@ -112,7 +122,7 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
     ));
     // Two holds, not three: the second release frees it.
     let release = |expected| {
-        tower_lock::backend::ReleaseArgs::new(
+        crate::backend::ReleaseArgs::new(
             key.clone(),
             LockKind::Fenced,
             OwnerId::from_raw("resender"),
@@ -130,17 +140,15 @@ async fn a_resent_acquisition_keeps_its_token(backend: BackendUnderTest) {
     );
 }
 
-/// Holders of two managers (processes; one in memory), four tasks each, contend: the tokens, in the order
-/// the holders ran, only grow.
-async fn tokens_grow_in_the_order_holders_run(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// Holders of two managers (processes; one in memory), four tasks each, contend: the
+/// tokens, in the order the holders ran, only grow.
+pub async fn tokens_grow_in_the_order_holders_run(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("tokens_grow_in_the_order_holders_run", LockKind::Fenced)) {
+        return;
+    }
     let first = ctx.manager.clone();
-    // The in-memory backend serves one process (its managers do not tell each other of
-    // plain releases): one manager there.
-    let second = match &ctx.memory {
-        Some(_) => first.clone(),
-        None => backend.manager(LockManager::builder()).await,
-    };
+    let second = ctx.second_process().await;
     let name = support::unique("fenced-order");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -174,8 +182,14 @@ async fn tokens_grow_in_the_order_holders_run(backend: BackendUnderTest) {
 
 /// A holder whose fixed lease ran out (a pause it cannot see) holds a lower token than the
 /// next holder (`examples/fenced_write.rs` shows a store refusing its write).
-async fn a_holder_past_its_lease_has_the_lower_token(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn a_holder_past_its_lease_has_the_lower_token(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "a_holder_past_its_lease_has_the_lower_token",
+        LockKind::Fenced,
+    )) {
+        return;
+    }
     let name = support::unique("fenced-stale");
     let paused = ctx
         .manager
@@ -207,8 +221,14 @@ async fn a_holder_past_its_lease_has_the_lower_token(backend: BackendUnderTest) 
 /// A fenced waiter queued behind a plain holder of the same name gets a token of its own
 /// when the plain lock is released (a plain release never hands a fenced waiter the lock
 /// without one), and the plain waiter behind it then gets the lock too.
-async fn a_fenced_waiter_behind_a_plain_holder_gets_a_token(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn a_fenced_waiter_behind_a_plain_holder_gets_a_token(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "a_fenced_waiter_behind_a_plain_holder_gets_a_token",
+        LockKind::Fenced,
+    )) {
+        return;
+    }
     let name = support::unique("fenced-behind-plain");
     let plain = ctx.manager.lock(&name).acquire().await.unwrap();
     let fenced = tokio::spawn({
@@ -233,13 +253,3 @@ async fn a_fenced_waiter_behind_a_plain_holder_gets_a_token(backend: BackendUnde
     assert_eq!(handed, Released::Unlocked, "freed, not handed over");
     assert_eq!(released, Released::Unlocked);
 }
-
-backend_suite!(
-    [Memory, Redis, Cluster]
-    a_fenced_waiter_behind_a_plain_holder_gets_a_token,
-    every_acquisition_gets_a_greater_token,
-    fenced_and_plain_locks_exclude_each_other,
-    a_resent_acquisition_keeps_its_token,
-    tokens_grow_in_the_order_holders_run,
-    a_holder_past_its_lease_has_the_lower_token,
-);

@@ -8,79 +8,54 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fred::prelude::{KeysInterface, ListInterface, SortedSetsInterface};
-use tower_lock::backend::{AcquireArgs, Backend, MemoryBackend, RedisBackend};
-use tower_lock::lock::{OwnerId, Released};
-use tower_lock::manager::LockManagerBuilder;
-use tower_lock::{LockError, LockManager};
+use crate::backend::{AcquireArgs, Backend};
+use crate::lock::{LockKind, OwnerId, Released};
+use crate::manager::LockManagerBuilder;
+use crate::{LockError, LockManager};
 
-use crate::support;
-use crate::support::suite::{backend_suite, BackendUnderTest};
+use super as support;
+use super::Subject;
 
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Several managers on one backend: each stands for a process.
-struct Processes {
+struct Processes<'a> {
     managers: Vec<LockManager>,
-    memory: Option<MemoryBackend>,
-    redis: Option<fred::prelude::Client>,
-    url: Option<String>,
+    subject: &'a dyn Subject,
 }
 
-impl Processes {
+impl<'a> Processes<'a> {
+    /// `count` managers built by `configure`; `None` when the backend has no fair locks or
+    /// cannot be inspected (the check says so and passes).
     async fn new(
-        backend: BackendUnderTest,
+        check: &str,
+        subject: &'a dyn Subject,
         count: usize,
         configure: impl Fn(LockManagerBuilder) -> LockManagerBuilder,
-    ) -> Processes {
+    ) -> Option<Processes<'a>> {
         let mut managers = Vec::new();
-        match backend.url() {
-            None => {
-                let memory = MemoryBackend::new();
-                for _ in 0..count {
-                    managers.push(configure(LockManager::builder()).backend(memory.clone()));
-                }
-                Processes {
-                    managers,
-                    memory: Some(memory),
-                    redis: None,
-                    url: None,
-                }
-            }
-            Some(url) => {
-                for _ in 0..count {
-                    managers.push(backend.manager(configure(LockManager::builder())).await);
-                }
-                Processes {
-                    managers,
-                    memory: None,
-                    redis: Some(support::client(&url).await),
-                    url: Some(url),
-                }
-            }
+        for _ in 0..count {
+            managers.push(subject.manager(configure(LockManager::builder())).await);
         }
+        let capabilities = managers[0].capabilities();
+        if !capabilities.kinds.contains(LockKind::Fair) || !capabilities.inspects {
+            let needs = "fair locks or inspection";
+            super::not_applicable(check, managers[0].backend_name(), needs);
+            return None;
+        }
+        Some(Processes { managers, subject })
     }
 
-    /// (places in the queue, deadlines) of `name`'s fair lock in the backend.
+    /// (places in the queue, places listed) of `name`'s fair lock in the backend, as an
+    /// inspection reads them.
     async fn queue(&self, name: &str) -> (usize, usize) {
-        if let Some(memory) = &self.memory {
-            let queued = memory.queued();
-            return (queued, queued);
-        }
-        let redis = self.redis.as_ref().expect("a memory backend or Redis");
-        let (queue, deadlines) = support::fair_keys(name);
-        let places: usize = redis.llen(&queue).await.unwrap();
-        let deadlines: usize = redis.zcard(&deadlines).await.unwrap();
-        (places, deadlines)
+        let info = self.managers[0].inspect(name).await.unwrap();
+        (info.queued, info.queue.len())
     }
 
     /// A second handle on the backend, to queue a waiter that then stops asking.
-    async fn backend(&self) -> Box<dyn Backend> {
-        match (&self.memory, &self.url) {
-            (Some(memory), _) => Box::new(memory.clone()),
-            (None, Some(url)) => Box::new(RedisBackend::connect(url).await.unwrap()),
-            (None, None) => unreachable!(),
-        }
+    async fn backend(&self) -> Arc<dyn Backend> {
+        self.subject.backend().await
     }
 
     /// Spawns a fair waiter in process `at` that records `mark` in `order` once it holds
@@ -115,8 +90,17 @@ impl Processes {
 
 /// Nine waiters in three processes, started one after another, hold the lock in the order
 /// they came.
-async fn arrival_order_is_acquisition_order_across_processes(backend: BackendUnderTest) {
-    let procs = Processes::new(backend, 3, |b| b).await;
+pub async fn arrival_order_is_acquisition_order_across_processes(subject: &dyn Subject) {
+    let Some(procs) = Processes::new(
+        "arrival_order_is_acquisition_order_across_processes",
+        subject,
+        3,
+        |b| b,
+    )
+    .await
+    else {
+        return;
+    };
     let name = support::unique("fair-order");
     let holder = procs.managers[0].fair_lock(&name).acquire().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -136,13 +120,21 @@ async fn arrival_order_is_acquisition_order_across_processes(backend: BackendUnd
 
 /// A holder keeps the lock under its watchdog for over 3 queue timeouts: the waiters keep
 /// their places (Redisson drops them: #3004) and get the lock in arrival order.
-async fn live_waiters_keep_their_places_past_the_queue_timeout(backend: BackendUnderTest) {
+pub async fn live_waiters_keep_their_places_past_the_queue_timeout(subject: &dyn Subject) {
     let timeout = Duration::from_millis(300);
-    let procs = Processes::new(backend, 2, |b| {
-        b.fair_queue_timeout(timeout)
-            .lease(Duration::from_millis(600))
-    })
-    .await;
+    let Some(procs) = Processes::new(
+        "live_waiters_keep_their_places_past_the_queue_timeout",
+        subject,
+        2,
+        |b| {
+            b.fair_queue_timeout(timeout)
+                .lease(Duration::from_millis(600))
+        },
+    )
+    .await
+    else {
+        return;
+    };
     let name = support::unique("fair-long-hold");
     let holder = procs.managers[0].fair_lock(&name).acquire().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -167,9 +159,18 @@ async fn live_waiters_keep_their_places_past_the_queue_timeout(backend: BackendU
 
 /// A waiter that stops asking (its process died) at the head of the queue is dropped within
 /// its queue timeout, and the waiter behind it gets the lock.
-async fn a_dead_head_is_dropped_and_the_next_goes_on(backend: BackendUnderTest) {
+pub async fn a_dead_head_is_dropped_and_the_next_goes_on(subject: &dyn Subject) {
     let timeout = Duration::from_millis(400);
-    let procs = Processes::new(backend, 1, |b| b.fair_queue_timeout(timeout)).await;
+    let Some(procs) = Processes::new(
+        "a_dead_head_is_dropped_and_the_next_goes_on",
+        subject,
+        1,
+        |b| b.fair_queue_timeout(timeout),
+    )
+    .await
+    else {
+        return;
+    };
     let locks = &procs.managers[0];
     let name = support::unique("fair-dead-head");
     let key = locks.key(&name).unwrap();
@@ -180,7 +181,7 @@ async fn a_dead_head_is_dropped_and_the_next_goes_on(backend: BackendUnderTest) 
         .acquire(
             AcquireArgs::new(
                 key.clone(),
-                tower_lock::lock::LockKind::Fair,
+                LockKind::Fair,
                 OwnerId::from_raw("ghost:1"),
                 Duration::from_secs(30),
             )
@@ -188,10 +189,7 @@ async fn a_dead_head_is_dropped_and_the_next_goes_on(backend: BackendUnderTest) 
         )
         .await
         .unwrap();
-    assert!(matches!(
-        queued,
-        tower_lock::backend::Attempt::Queued { .. }
-    ));
+    assert!(matches!(queued, crate::backend::Attempt::Queued { .. }));
     let order = Arc::new(Mutex::new(Vec::new()));
     let live = procs.queue_waiter(0, &name, 1, &order, 2).await;
     assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
@@ -210,9 +208,15 @@ async fn a_dead_head_is_dropped_and_the_next_goes_on(backend: BackendUnderTest) 
 /// places run out one queue timeout after they asked, and the live waiter's next attempt
 /// drops them all, each moving the places behind up by one timeout: it holds the lock about
 /// one timeout after they asked, where dropping them one after another took five.
-async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
+pub async fn dead_waiters_are_dropped_together(subject: &dyn Subject) {
     let timeout = Duration::from_secs(1);
-    let procs = Processes::new(backend, 1, |b| b.fair_queue_timeout(timeout)).await;
+    let Some(procs) = Processes::new("dead_waiters_are_dropped_together", subject, 1, |b| {
+        b.fair_queue_timeout(timeout)
+    })
+    .await
+    else {
+        return;
+    };
     let locks = &procs.managers[0];
     let name = support::unique("fair-dead-run");
     let key = locks.key(&name).unwrap();
@@ -224,7 +228,7 @@ async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
             .acquire(
                 AcquireArgs::new(
                     key.clone(),
-                    tower_lock::lock::LockKind::Fair,
+                    LockKind::Fair,
                     OwnerId::from_raw(&format!("ghost:{n}")),
                     Duration::from_secs(30),
                 )
@@ -232,10 +236,7 @@ async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
             )
             .await
             .unwrap();
-        assert!(matches!(
-            queued,
-            tower_lock::backend::Attempt::Queued { .. }
-        ));
+        assert!(matches!(queued, crate::backend::Attempt::Queued { .. }));
     }
     let order = Arc::new(Mutex::new(Vec::new()));
     let live = procs.queue_waiter(0, &name, 1, &order, 6).await;
@@ -255,8 +256,11 @@ async fn dead_waiters_are_dropped_together(backend: BackendUnderTest) {
 
 /// Waiters dropped at every point of their wait (queued, or with an attempt on its way)
 /// leave the queue and the deadline set empty; the manager forgets them.
-async fn dropped_waiters_leave_the_queue(backend: BackendUnderTest) {
-    let procs = Processes::new(backend, 1, |b| b).await;
+pub async fn dropped_waiters_leave_the_queue(subject: &dyn Subject) {
+    let Some(procs) = Processes::new("dropped_waiters_leave_the_queue", subject, 1, |b| b).await
+    else {
+        return;
+    };
     let locks = &procs.managers[0];
     let name = support::unique("fair-dropped");
     let holder = locks.fair_lock(&name).acquire().await.unwrap();
@@ -293,8 +297,14 @@ async fn dropped_waiters_leave_the_queue(backend: BackendUnderTest) {
 }
 
 /// Reentry, a single try against the queue, and the loss signal.
-async fn holds_reenter_and_report_loss(backend: BackendUnderTest) {
-    let procs = Processes::new(backend, 2, |b| b.lease(Duration::from_millis(300))).await;
+pub async fn holds_reenter_and_report_loss(subject: &dyn Subject) {
+    let Some(procs) = Processes::new("holds_reenter_and_report_loss", subject, 2, |b| {
+        b.lease(Duration::from_millis(300))
+    })
+    .await
+    else {
+        return;
+    };
     let (locks, other) = (&procs.managers[0], &procs.managers[1]);
     let name = support::unique("fair-holds");
     let guard = locks.fair_lock(&name).acquire().await.unwrap();
@@ -310,13 +320,8 @@ async fn holds_reenter_and_report_loss(backend: BackendUnderTest) {
     assert_eq!(again.release().await.unwrap(), Released::StillHeld);
     // Deleted behind its back: the watchdog's next renewal fires the loss signal.
     let key = locks.key(&name).unwrap();
-    if let Some(memory) = &procs.memory {
-        assert!(memory.force_unlock(&key));
-    }
-    if let Some(redis) = &procs.redis {
-        let deleted: i64 = redis.del(key.as_str()).await.unwrap();
-        assert_eq!(deleted, 1);
-    }
+    let freed = procs.backend().await.force_unlock(key).await.unwrap();
+    assert!(freed.kind.is_some());
     tokio::time::timeout(WAIT, guard.loss().lost())
         .await
         .expect("the loss signal fires");
@@ -324,13 +329,3 @@ async fn holds_reenter_and_report_loss(backend: BackendUnderTest) {
     let taken = other.fair_lock(&name).try_acquire().await.unwrap();
     assert_eq!(taken.release().await.unwrap(), Released::Unlocked);
 }
-
-backend_suite!(
-    [Memory, Redis, Cluster]
-    arrival_order_is_acquisition_order_across_processes,
-    live_waiters_keep_their_places_past_the_queue_timeout,
-    a_dead_head_is_dropped_and_the_next_goes_on,
-    dead_waiters_are_dropped_together,
-    dropped_waiters_leave_the_queue,
-    holds_reenter_and_report_loss,
-);

@@ -4,22 +4,16 @@
 
 use std::time::Duration;
 
-use fred::prelude::{KeysInterface, SortedSetsInterface};
-use tower_lock::backend::{AcquireArgs, Attempt, ReleaseArgs};
-use tower_lock::lock::{LockKey, LockKind, OwnerId, Permits, Released, MAX_PERMITS};
-use tower_lock::LockError;
+use crate::backend::{AcquireArgs, Attempt, ReleaseArgs};
+use crate::lock::{LockKey, LockKind, OwnerId, Permits, Released, MAX_PERMITS};
+use crate::LockError;
 
-use crate::ctx::{queued_permit_waiter, Ctx};
-use crate::support;
-use crate::support::suite::{backend_suite, BackendUnderTest};
-
-/// The sorted set of the permits of the semaphore `name` (Redisson's `{name}:timeout`).
-pub(crate) fn deadlines_key(name: &str) -> String {
-    format!("{{{name}}}:timeout")
-}
+use super as support;
+use super::ctx::{queued_permit_waiter, Ctx};
+use super::Subject;
 
 /// A first acquisition of `kind` by `owner`, sent to a backend directly.
-pub(crate) fn first_acquisition(
+pub(super) fn first_acquisition(
     key: &LockKey,
     kind: LockKind,
     owner: &OwnerId,
@@ -28,14 +22,19 @@ pub(crate) fn first_acquisition(
     AcquireArgs::new(key.clone(), kind, owner.clone(), lease)
 }
 
-pub(crate) fn busy(result: Result<tower_lock::lock::LockGuard, LockError>) -> bool {
+pub(super) fn busy(result: Result<crate::lock::LockGuard, LockError>) -> bool {
     matches!(result, Err(LockError::TimedOut { .. }))
 }
 
-/// `limit` permits and no more; a release lets the next one in; the layout in Redis is
-/// Redisson's (the count of available permits, 16-byte ids scored by their deadline).
-async fn at_most_the_limit_is_held(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// `limit` permits and no more, each with an id of its own; a release lets the next one in.
+pub async fn at_most_the_limit_is_held(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "at_most_the_limit_is_held",
+        LockKind::Semaphore(Permits::ONE),
+    )) {
+        return;
+    }
     let name = support::unique("sem-limit");
     let mut held = Vec::new();
     for _ in 0..3 {
@@ -53,24 +52,6 @@ async fn at_most_the_limit_is_held(backend: BackendUnderTest) {
         (usage.limit, usage.in_use, usage.available()),
         (Some(3), 3, 0)
     );
-    if let Some(redis) = &ctx.redis {
-        let available: i64 = redis.get(&name).await.unwrap();
-        assert_eq!(available, 0);
-        let members: Vec<(fred::bytes::Bytes, f64)> = redis
-            .zrange(deadlines_key(&name), 0, -1, None, false, None, true)
-            .await
-            .unwrap();
-        assert_eq!(members.len(), 3);
-        let mut stored: Vec<String> = members
-            .iter()
-            .map(|(id, _)| id.iter().map(|b| format!("{b:02x}")).collect())
-            .collect();
-        stored.sort();
-        assert_eq!(
-            stored, ids,
-            "the members are the guards' ids, as 16 raw bytes"
-        );
-    }
     assert_eq!(
         held.pop().unwrap().release().await.unwrap(),
         Released::Unlocked
@@ -84,8 +65,14 @@ async fn at_most_the_limit_is_held(backend: BackendUnderTest) {
 }
 
 /// An acquisition of several permits takes all of them or none.
-async fn several_permits_are_taken_together(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn several_permits_are_taken_together(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "several_permits_are_taken_together",
+        LockKind::Semaphore(Permits::ONE),
+    )) {
+        return;
+    }
     let name = support::unique("sem-many");
     let three = ctx
         .manager
@@ -120,8 +107,14 @@ async fn several_permits_are_taken_together(backend: BackendUnderTest) {
 /// permits under the limit in force; an explicit change raises or lowers it: a raise lets
 /// a waiter in at once, a cut takes no permit away and lets nobody in until enough are
 /// released.
-async fn the_limit_is_set_on_first_use_and_changed_explicitly(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn the_limit_is_set_on_first_use_and_changed_explicitly(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "the_limit_is_set_on_first_use_and_changed_explicitly",
+        LockKind::Semaphore(Permits::ONE),
+    )) {
+        return;
+    }
     let name = support::unique("sem-limits");
     let first = ctx.manager.semaphore(&name, 1).acquire().await.unwrap();
     assert!(
@@ -154,8 +147,14 @@ async fn the_limit_is_set_on_first_use_and_changed_explicitly(backend: BackendUn
 
 /// A backend applies an acquisition at most once: sent again after it took effect, it
 /// answers `Acquired` and takes no second permit (Redisson #6517 lost permits this way).
-async fn a_resent_acquisition_takes_no_second_permit(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn a_resent_acquisition_takes_no_second_permit(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "a_resent_acquisition_takes_no_second_permit",
+        LockKind::Semaphore(Permits::ONE),
+    )) {
+        return;
+    }
     let name = support::unique("sem-resent");
     let key = ctx.manager.key(&name).unwrap();
     let kind = LockKind::Semaphore(Permits::new(2, 1).unwrap());
@@ -185,11 +184,13 @@ async fn a_resent_acquisition_takes_no_second_permit(backend: BackendUnderTest) 
 }
 
 /// Bad input is a clear error, and takes nothing.
-async fn bad_permits_are_refused(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn bad_permits_are_refused(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("bad_permits_are_refused", LockKind::Semaphore(Permits::ONE))) {
+        return;
+    }
     let name = support::unique("sem-bad");
-    let invalid = |result: Result<tower_lock::lock::LockGuard, LockError>, says: &str| match result
-    {
+    let invalid = |result: Result<crate::lock::LockGuard, LockError>, says: &str| match result {
         Err(LockError::InvalidPermits { reason }) => {
             assert!(reason.contains(says), "{reason}");
         }
@@ -241,12 +242,3 @@ async fn bad_permits_are_refused(backend: BackendUnderTest) {
         .unwrap();
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
 }
-
-backend_suite!(
-    [Memory, Redis, Cluster]
-    at_most_the_limit_is_held,
-    several_permits_are_taken_together,
-    the_limit_is_set_on_first_use_and_changed_explicitly,
-    a_resent_acquisition_takes_no_second_permit,
-    bad_permits_are_refused,
-);

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use tower_lock::lock::{LockGuard, LockKind, Released};
-use tower_lock::{LockError, LockManager};
+use crate::lock::{LockGuard, LockKind, Released};
+use crate::{LockError, LockManager};
 
-use crate::ctx::Ctx;
-use crate::support;
-use crate::support::suite::{backend_suite, BackendUnderTest};
+use super as support;
+use super::ctx::Ctx;
+use super::Subject;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -42,8 +42,16 @@ async fn queued(
     task
 }
 
-async fn readers_share_and_a_writer_goes_before_later_readers(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// Readers share; a writer waits for them, and readers that come after a waiting writer wait
+/// for it.
+pub async fn readers_share_and_a_writer_goes_before_later_readers(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "readers_share_and_a_writer_goes_before_later_readers",
+        LockKind::Read,
+    )) {
+        return;
+    }
     let locks = &ctx.manager;
     let name = support::unique("rw");
     let readers: Vec<_> = (0..32).map(|_| locks.read_lock(&name).acquire()).collect();
@@ -71,8 +79,14 @@ async fn readers_share_and_a_writer_goes_before_later_readers(backend: BackendUn
 }
 
 /// Readers that queue behind a writer all get in together when it releases.
-async fn a_write_release_lets_every_queued_reader_in(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn a_write_release_lets_every_queued_reader_in(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "a_write_release_lets_every_queued_reader_in",
+        LockKind::Read,
+    )) {
+        return;
+    }
     let locks = &ctx.manager;
     let name = support::unique("rw-wake");
     let writer = locks.write_lock(&name).acquire().await.unwrap();
@@ -92,8 +106,12 @@ async fn a_write_release_lets_every_queued_reader_in(backend: BackendUnderTest) 
     }
 }
 
-async fn downgrade_reentry_and_no_upgrade(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// A writer may also read (a downgrade) and reenter; a reader can never write (no upgrade).
+pub async fn downgrade_reentry_and_no_upgrade(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("downgrade_reentry_and_no_upgrade", LockKind::Read)) {
+        return;
+    }
     let locks = &ctx.manager;
     let name = support::unique("rw-kinds");
     let write = locks.write_lock(&name).acquire().await.unwrap();
@@ -148,9 +166,14 @@ async fn downgrade_reentry_and_no_upgrade(backend: BackendUnderTest) {
 
 /// Both kinds keep their holds under the watchdog, and learn of a deleted lock at the next
 /// renewal.
-async fn leases_and_the_loss_signal(backend: BackendUnderTest) {
+pub async fn leases_and_the_loss_signal(subject: &dyn Subject) {
     let lease = Duration::from_millis(300);
-    let ctx = Ctx::with(backend, |b| b.lease(lease)).await;
+    let ctx = Ctx::with(subject, |b| b.lease(lease)).await;
+    if !(ctx.has("leases_and_the_loss_signal", LockKind::Read)
+        && ctx.inspects("leases_and_the_loss_signal"))
+    {
+        return;
+    }
     let locks = &ctx.manager;
     for kind in [LockKind::Read, LockKind::Write] {
         let name = support::unique("rw-loss");
@@ -173,8 +196,11 @@ async fn leases_and_the_loss_signal(backend: BackendUnderTest) {
 
 /// A reader that never releases (its process died: here its guard is leaked, and its lease
 /// is fixed) loses its hold when the lease ends; a waiting writer then gets in.
-async fn read_holds_nobody_releases_expire(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn read_holds_nobody_releases_expire(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("read_holds_nobody_releases_expire", LockKind::Read)) {
+        return;
+    }
     let locks = &ctx.manager;
     let name = support::unique("rw-crash");
     let lease = Duration::from_millis(400);
@@ -193,8 +219,11 @@ async fn read_holds_nobody_releases_expire(backend: BackendUnderTest) {
 }
 
 /// Waiting readers and writers that are cancelled leave no waiter, claim or subscription.
-async fn cancelled_waiters_leave_nothing(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn cancelled_waiters_leave_nothing(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("cancelled_waiters_leave_nothing", LockKind::Read)) {
+        return;
+    }
     let locks = &ctx.manager;
     let name = support::unique("rw-cancel");
     let writer = locks.write_lock(&name).acquire().await.unwrap();
@@ -210,23 +239,6 @@ async fn cancelled_waiters_leave_nothing(backend: BackendUnderTest) {
     }
     assert_eq!(locks.waiting(&name), 0);
     assert_eq!(writer.release().await.unwrap(), Released::Unlocked);
-    if let Some(redis) = &ctx.redis {
-        let channel = format!("redisson_rwlock:{{{}}}", locks.key(&name).unwrap());
-        support::eventually("the subscription ends", || async {
-            (support::numsub(redis, &channel).await == 0).then_some(())
-        })
-        .await;
-    }
-    let stats = locks.stats();
-    assert_eq!((stats.waiters, stats.claimed_names), (0, 0), "{stats:?}");
+    // Its subscription, if it has one, is given up too.
+    support::nothing_left_behind(locks).await;
 }
-
-backend_suite!(
-    [Memory, Redis, Cluster]
-    readers_share_and_a_writer_goes_before_later_readers,
-    a_write_release_lets_every_queued_reader_in,
-    downgrade_reentry_and_no_upgrade,
-    leases_and_the_loss_signal,
-    read_holds_nobody_releases_expire,
-    cancelled_waiters_leave_nothing,
-);

@@ -5,16 +5,26 @@
 
 use std::time::Duration;
 
-use tower_lock::admin::{HolderSide, InspectedKind};
-use tower_lock::lock::Released;
-use tower_lock::LockError;
+use crate::admin::{HolderSide, InspectedKind};
+use crate::lock::{LockKind, Permits, Released};
+use crate::LockError;
 
-use crate::ctx::{queued_for, queued_permit_waiter, queued_waiter, Ctx};
-use crate::support;
-use crate::support::suite::{backend_suite, BackendUnderTest};
+use super as support;
+use super::ctx::{queued_for, queued_permit_waiter, queued_waiter, Ctx};
+use super::Subject;
 
-async fn every_kind_is_inspected(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// An inspection shows every kind as it is held: holders, holds, leases, the fair queue, the
+/// last token, the permits.
+pub async fn every_kind_is_inspected(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has("every_kind_is_inspected", LockKind::Fair)
+        && ctx.has("every_kind_is_inspected", LockKind::Read)
+        && ctx.has("every_kind_is_inspected", LockKind::Fenced)
+        && ctx.has("every_kind_is_inspected", LockKind::Semaphore(Permits::ONE))
+        && ctx.inspects("every_kind_is_inspected"))
+    {
+        return;
+    }
     let locks = &ctx.manager;
     let name = support::unique("inspect");
     let free = locks.inspect(&name).await.unwrap();
@@ -110,12 +120,24 @@ async fn every_kind_is_inspected(backend: BackendUnderTest) {
     let _ = permits.release().await.unwrap();
 }
 
-async fn force_unlock_wakes_the_waiter_and_tells_the_holder(backend: BackendUnderTest) {
+/// A force-unlock frees the name, wakes a waiter of another manager at once and tells the
+/// holder through its loss signal.
+pub async fn force_unlock_wakes_the_waiter_and_tells_the_holder(subject: &dyn Subject) {
     // Holders renew every second, so each one's lease has at least 2 s left: a waiter whose
     // wait is 1.5 s gets the name only if the force-unlock woke it.
     let lease = Duration::from_secs(3);
     let wait = Duration::from_millis(1500);
-    let ctx = Ctx::with(backend, |builder| builder.lease(lease)).await;
+    let ctx = Ctx::with(subject, |builder| builder.lease(lease)).await;
+    if !(ctx.has(
+        "force_unlock_wakes_the_waiter_and_tells_the_holder",
+        LockKind::Read,
+    ) && ctx.has(
+        "force_unlock_wakes_the_waiter_and_tells_the_holder",
+        LockKind::Semaphore(Permits::ONE),
+    ) && ctx.inspects("force_unlock_wakes_the_waiter_and_tells_the_holder"))
+    {
+        return;
+    }
     // The waiters' manager (another process, for Redis).
     let other = ctx.manager_sharing_the_backend().await;
     for kind in ["lock", "write", "semaphore"] {
@@ -147,8 +169,16 @@ async fn force_unlock_wakes_the_waiter_and_tells_the_holder(backend: BackendUnde
     assert_eq!((nothing.kind, nothing.freed), (None, 0));
 }
 
-async fn names_are_listed_by_pattern_and_bounded(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// Names are listed by pattern, within the limit, and a listing cut short says so.
+pub async fn names_are_listed_by_pattern_and_bounded(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "names_are_listed_by_pattern_and_bounded",
+        LockKind::Semaphore(Permits::ONE),
+    ) && ctx.inspects("names_are_listed_by_pattern_and_bounded"))
+    {
+        return;
+    }
     let prefix = support::unique("list");
     let mut guards = Vec::new();
     for i in 0..30 {
@@ -206,8 +236,14 @@ async fn names_are_listed_by_pattern_and_bounded(backend: BackendUnderTest) {
 
 /// The process's own view: each live hold (kind, owner, how long), none once released;
 /// waiters by name; nothing kept when the manager is built not to.
-async fn this_process_lists_its_holds_and_waiters(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+pub async fn this_process_lists_its_holds_and_waiters(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has(
+        "this_process_lists_its_holds_and_waiters",
+        LockKind::Semaphore(Permits::ONE),
+    )) {
+        return;
+    }
     let name = support::unique("local");
     let guard = ctx.manager.semaphore(&name, 1).acquire().await.unwrap();
     let holds = ctx.manager.local_holds();
@@ -237,7 +273,7 @@ async fn this_process_lists_its_holds_and_waiters(backend: BackendUnderTest) {
     })
     .await;
 
-    let untracked = Ctx::with(backend, |builder| builder.track_holds(false)).await;
+    let untracked = Ctx::with(subject, |builder| builder.track_holds(false)).await;
     let _held = untracked
         .manager
         .lock(support::unique("untracked"))
@@ -246,11 +282,3 @@ async fn this_process_lists_its_holds_and_waiters(backend: BackendUnderTest) {
         .unwrap();
     assert!(untracked.manager.local_holds().is_empty());
 }
-
-backend_suite!(
-    [Memory, Redis, Cluster]
-    every_kind_is_inspected,
-    force_unlock_wakes_the_waiter_and_tells_the_holder,
-    names_are_listed_by_pattern_and_bounded,
-    this_process_lists_its_holds_and_waiters,
-);

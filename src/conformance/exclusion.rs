@@ -4,16 +4,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_lock::backend::{AcquireArgs, Attempt, RedisBackend, ReleaseArgs};
-use tower_lock::lock::{LockKind, Released};
-use tower_lock::{LockError, LockManager};
+use crate::backend::{AcquireArgs, Attempt, ReleaseArgs};
+use crate::lock::{LockKind, Released};
+use crate::LockError;
 
-use crate::ctx::Ctx;
-use crate::support;
-use crate::support::suite::{backend_suite, BackendUnderTest};
+use super as support;
+use super::ctx::Ctx;
+use super::Subject;
 
-async fn mutual_exclusion(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// 100 tasks of one manager take one lock in turn: never two inside at once.
+pub async fn mutual_exclusion(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
     let name = support::unique("exclusion");
     let inside = Arc::new(AtomicUsize::new(0));
     let max_inside = Arc::new(AtomicUsize::new(0));
@@ -54,8 +55,10 @@ async fn mutual_exclusion(backend: BackendUnderTest) {
     assert_eq!(ctx.manager.waiting_names(), 0);
 }
 
-async fn one_of_many_tries_wins(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// 1,000 single tries of a free lock at once: exactly one wins; while it holds, every other
+/// owner's try fails at once and reports the holder's lease.
+pub async fn one_of_many_tries_wins(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
     let name = support::unique("tries");
     let tries: Vec<_> = (0..1000)
         .map(|_| {
@@ -78,15 +81,17 @@ async fn one_of_many_tries_wins(backend: BackendUnderTest) {
         match ctx.manager.lock(&name).try_acquire().await {
             Err(LockError::TimedOut { holder_lease, .. }) => {
                 let lease = holder_lease.expect("the holder has a lease");
-                assert!(lease <= tower_lock::manager::DEFAULT_LEASE);
+                assert!(lease <= crate::manager::DEFAULT_LEASE);
             }
             other => panic!("a held lock was taken: {other:?}"),
         }
     }
 }
 
-async fn other_owners_cannot_release(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// Owner ids cannot be guessed (a random UUID and a number), and a release by any other
+/// owner changes nothing.
+pub async fn other_owners_cannot_release(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
     let name = support::unique("owners");
     let guard = ctx.manager.lock(&name).acquire().await.unwrap();
     // The owner id is `<UUID v4>:<n>`: 122 random bits that another process cannot guess.
@@ -106,7 +111,7 @@ async fn other_owners_cannot_release(backend: BackendUnderTest) {
             .release(ReleaseArgs::new(
                 guard.key().clone(),
                 LockKind::Plain,
-                tower_lock::lock::OwnerId::from_raw(&other),
+                crate::lock::OwnerId::from_raw(&other),
                 Duration::from_secs(30),
                 1,
             ))
@@ -122,18 +127,11 @@ async fn other_owners_cannot_release(backend: BackendUnderTest) {
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
 }
 
-/// Many tasks on many names at once (on Redis their operations are batched, per slot on a
-/// cluster): every name stays exclusive and every operation gets its own answer.
-async fn concurrent_names_stay_exclusive(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
-    let redis = match &ctx.url {
-        Some(url) => Some(RedisBackend::connect(url).await.unwrap()),
-        None => None,
-    };
-    let manager = match &redis {
-        Some(backend) => LockManager::builder().backend(backend.clone()),
-        None => ctx.manager.clone(),
-    };
+/// Many tasks on many names at once (a backend may send their operations together): every
+/// name stays exclusive and every operation gets its own answer.
+pub async fn concurrent_names_stay_exclusive(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    let manager = ctx.manager.clone();
     let prefix = support::unique("many");
     const NAMES: usize = 12;
     let holders: Arc<Vec<AtomicUsize>> =
@@ -176,29 +174,24 @@ async fn concurrent_names_stay_exclusive(backend: BackendUnderTest) {
         task.await.unwrap();
     }
     assert_eq!(acquired.load(Ordering::SeqCst), 24 * 25);
-    if let Some(backend) = redis {
-        assert!(
-            backend.batched_operations() > 0,
-            "24 concurrent tasks never had their operations batched"
-        );
-    }
     support::nothing_left_behind(&manager).await;
 }
 
-/// fred re-sends a command that was in flight when its connection dropped: every
-/// operation carries the count it expects, so a second delivery changes nothing.
-async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
-    let ctx = Ctx::new(backend).await;
+/// A client may re-send a command that was in flight when its connection dropped (fred
+/// does): every operation carries the count it expects, so a second delivery changes
+/// nothing.
+pub async fn resent_operations_take_effect_once(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
     let backend = ctx.backend().await;
     let name = support::unique("once");
     let key = ctx.manager.key(&name).unwrap();
-    let owner = tower_lock::lock::OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1");
-    let other = tower_lock::lock::OwnerId::from_raw("someone-else:1");
+    let owner = crate::lock::OwnerId::from_raw("00000000-0000-4000-8000-000000000000:1");
+    let other = crate::lock::OwnerId::from_raw("someone-else:1");
     let lease = Duration::from_secs(30);
-    let acquire = |owner: &tower_lock::lock::OwnerId, expected| {
+    let acquire = |owner: &crate::lock::OwnerId, expected| {
         AcquireArgs::new(key.clone(), LockKind::Plain, owner.clone(), lease).expected(expected)
     };
-    let release = |owner: &tower_lock::lock::OwnerId, expected| {
+    let release = |owner: &crate::lock::OwnerId, expected| {
         ReleaseArgs::new(key.clone(), LockKind::Plain, owner.clone(), lease, expected)
     };
     // Whether a re-entry by `owner` with `expected` holds finds exactly that count.
@@ -282,12 +275,3 @@ async fn resent_operations_take_effect_once(backend: BackendUnderTest) {
     );
     assert!(ctx.manager.lock(&name).try_acquire().await.is_ok());
 }
-
-backend_suite!(
-    [Memory, Redis, Cluster]
-    mutual_exclusion,
-    one_of_many_tries_wins,
-    other_owners_cannot_release,
-    concurrent_names_stay_exclusive,
-    resent_operations_take_effect_once,
-);

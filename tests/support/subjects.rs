@@ -1,0 +1,104 @@
+//! The backends of this crate as subjects of the conformance suite
+//! (`tower_lock::conformance`): one Redis, the local Cluster, a Sentinel's master and RedLock
+//! over three servers, each shared by the tests of a binary.
+
+use std::sync::{Arc, OnceLock};
+
+use tower_lock::backend::{Backend, BoxFuture, RedLockBackend, RedisBackend};
+use tower_lock::conformance::Subject;
+use tower_lock::manager::LockManagerBuilder;
+use tower_lock::LockManager;
+
+use super::RedisServer;
+
+/// A Redis deployment reached by URL: each manager and backend on connections of its own.
+pub struct RedisAt(pub String);
+
+impl Subject for RedisAt {
+    fn manager(&self, builder: LockManagerBuilder) -> BoxFuture<LockManager> {
+        let url = self.0.clone();
+        Box::pin(async move {
+            builder
+                .redis(&url)
+                .await
+                .unwrap_or_else(|e| panic!("connect to the test Redis at {url}: {e}"))
+        })
+    }
+
+    fn backend(&self) -> BoxFuture<Arc<dyn Backend>> {
+        let url = self.0.clone();
+        Box::pin(async move {
+            let backend = RedisBackend::connect(&url)
+                .await
+                .unwrap_or_else(|e| panic!("connect to the test Redis at {url}: {e}"));
+            Arc::new(backend) as Arc<dyn Backend>
+        })
+    }
+}
+
+/// The shared redis-server (or `REDIS_URL`).
+pub fn redis() -> RedisAt {
+    RedisAt(super::shared_redis_url())
+}
+
+/// The shared local 3-master Redis Cluster.
+pub fn cluster() -> RedisAt {
+    RedisAt(super::cluster::shared_cluster_url())
+}
+
+/// A master of its own found through a Sentinel of its own (`redis-sentinel://`).
+pub fn sentinel() -> RedisAt {
+    static SENTINEL: OnceLock<(String, RedisServer, RedisServer)> = OnceLock::new();
+    let (url, _, _) = SENTINEL.get_or_init(|| {
+        let master = RedisServer::start();
+        let sentinel = RedisServer::start_sentinel(master.port());
+        let url = format!(
+            "redis-sentinel://127.0.0.1:{}?sentinelServiceName=mymaster",
+            sentinel.port()
+        );
+        (url, master, sentinel)
+    });
+    RedisAt(url.clone())
+}
+
+/// RedLock over three servers of its own.
+pub struct RedLockOn(Vec<String>);
+
+impl Subject for RedLockOn {
+    fn manager(&self, builder: LockManagerBuilder) -> BoxFuture<LockManager> {
+        let nodes = self.0.clone();
+        Box::pin(async move { builder.backend(connect_redlock(&nodes).await) })
+    }
+
+    fn backend(&self) -> BoxFuture<Arc<dyn Backend>> {
+        let nodes = self.0.clone();
+        Box::pin(async move { Arc::new(connect_redlock(&nodes).await) as Arc<dyn Backend> })
+    }
+}
+
+/// A RedLock backend once every node is connected (they connect in the background).
+async fn connect_redlock(nodes: &[String]) -> RedLockBackend {
+    let urls: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let backend = RedLockBackend::connect(&urls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the RedLock nodes {nodes:?}: {e}"));
+    super::eventually("every RedLock node connected", || async {
+        backend
+            .nodes()
+            .iter()
+            .all(Backend::is_available)
+            .then_some(())
+    })
+    .await;
+    backend
+}
+
+/// The shared three RedLock nodes.
+pub fn redlock() -> RedLockOn {
+    static NODES: OnceLock<(Vec<String>, Vec<RedisServer>)> = OnceLock::new();
+    let (urls, _) = NODES.get_or_init(|| {
+        let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+        (servers.iter().map(RedisServer::url).collect(), servers)
+    });
+    RedLockOn(urls.clone())
+}
