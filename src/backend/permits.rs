@@ -29,6 +29,31 @@ pub(crate) fn permit_ids_hex(owner: &OwnerId, count: u32) -> Vec<String> {
         .collect()
 }
 
+/// A semaphore's permits now, as the backend sees them (see
+/// [`LockManager::semaphore_usage`](crate::LockManager::semaphore_usage)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitUsage {
+    /// The limit in force (available and held permits together), or `None` when the name
+    /// was never used (its first acquisition sets it).
+    pub limit: Option<u32>,
+    /// Permits held now with a lease that has not ended.
+    pub in_use: u32,
+}
+
+impl PermitUsage {
+    /// A name's usage: `limit` (`None`: never set) and the permits in use.
+    pub fn new(limit: Option<u32>, in_use: u32) -> Self {
+        PermitUsage { limit, in_use }
+    }
+
+    /// Permits that an acquisition could take now (0 while the limit was lowered under
+    /// the permits still held).
+    pub fn available(&self) -> u32 {
+        self.limit.unwrap_or(0).saturating_sub(self.in_use)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,30 +77,5 @@ mod tests {
         assert!(hex[0]
             .bytes()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-    }
-}
-
-/// A semaphore's permits now, as the backend sees them (see
-/// [`LockManager::semaphore_usage`](crate::LockManager::semaphore_usage)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PermitUsage {
-    /// The limit in force (available and held permits together), or `None` when the name
-    /// was never used (its first acquisition sets it).
-    pub limit: Option<u32>,
-    /// Permits held now with a lease that has not ended.
-    pub in_use: u32,
-}
-
-impl PermitUsage {
-    /// A name's usage: `limit` (`None`: never set) and the permits in use.
-    pub fn new(limit: Option<u32>, in_use: u32) -> Self {
-        PermitUsage { limit, in_use }
-    }
-
-    /// Permits that an acquisition could take now (0 while the limit was lowered under
-    /// the permits still held).
-    pub fn available(&self) -> u32 {
-        self.limit.unwrap_or(0).saturating_sub(self.in_use)
     }
 }

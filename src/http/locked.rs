@@ -9,10 +9,11 @@ use http::request::Parts;
 use crate::engine::LockGuard;
 use crate::engine::LockManager;
 use crate::engine::LossSignal;
+use crate::http::acquire_failure::BusyAnswer;
 use crate::http::held_multi::{layer_hold, layer_manager};
 use crate::http::key_source::KeySource;
 use crate::http::manager_state::LockManagerState;
-use crate::http::rejection::{BusyAnswer, LockRejection};
+use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
 use crate::kind::LockKind;
 
@@ -164,7 +165,7 @@ macro_rules! locked_extractor {
     ($name:ident, $kind:expr) => {
         $crate::http::locked::locked_extractor!(
             $name where K: Lockable,
-            Ok(($kind, $crate::http::rejection::BusyAnswer::default()))
+            Ok(($kind, $crate::http::acquire_failure::BusyAnswer::default()))
         );
     };
     ($name:ident where K: $bound:path, $answer:expr) => {

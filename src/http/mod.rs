@@ -1,5 +1,6 @@
 //! The HTTP face: the layers, the extractors, their rejections, and where keys come from.
 
+mod acquire_failure;
 mod fair_extract;
 mod fenced_extract;
 mod held;

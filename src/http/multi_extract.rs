@@ -8,10 +8,11 @@ use axum::extract::FromRequestParts;
 use http::request::Parts;
 
 use crate::engine::MultiLockGuard;
+use crate::http::acquire_failure::BusyAnswer;
 use crate::http::held_multi::layer_hold;
 use crate::http::locked::{request_manager, Lockable};
 use crate::http::manager_state::LockManagerState;
-use crate::http::rejection::{BusyAnswer, LockRejection};
+use crate::http::rejection::LockRejection;
 
 /// Extracts a tuple of [`Lockable`] values — `(A, B)` or `(A, B, C)` — and holds all their
 /// locks while the handler runs, as one [multi-lock](crate::LockManager::multi_lock): taken in

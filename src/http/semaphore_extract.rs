@@ -8,9 +8,10 @@ use http::request::Parts;
 
 use crate::engine::{LockGuard, LossSignal};
 use crate::error::LockError;
+use crate::http::acquire_failure::BusyAnswer;
 use crate::http::locked::{lock_value, locked_extractor, Held, Lockable};
 use crate::http::manager_state::LockManagerState;
-use crate::http::rejection::{BusyAnswer, LockRejection};
+use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
 use crate::kind::{LockKind, Permits};
 

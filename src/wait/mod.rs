@@ -26,8 +26,8 @@ mod turns;
 
 pub(crate) use claim::Claim;
 pub(crate) use fair_waiters::FairTicket;
-pub(crate) use offer::Offer;
 use offer::OfferState;
+pub(crate) use offer::{Handing, Offer};
 use queue::Queue;
 pub(crate) use queue::Waiter;
 pub(crate) use ticket::{Ticket, Turn};
@@ -255,48 +255,6 @@ impl WaitQueues {
         }
     }
 
-    /// A last release of `key` is about to be sent: what it does with the lock. It offers
-    /// the lock to the head of the queue, so that the release asks the backend to hand it
-    /// over in the same step (a successor in its release); or it frees the lock, announcing
-    /// the run of hand-overs it ends. No offer when there is no head free to take it (none,
-    /// or one whose own attempt is on its way), and none after `limit` hand-overs in a row
-    /// or, while other processes take turns, after as many holds as they had (see
-    /// `turns`): that release frees the lock, so that waiters of other processes get
-    /// their chance.
-    pub(crate) fn next_holder(&self, key: &LockKey, kind: LockKind, limit: u32) -> Handing {
-        // Most releases have nobody waiting near: no mutex for them. Not offering is
-        // always safe (the release then frees the lock and wakes whoever queued).
-        if limit == 0 || !self.may_be_queued(key) {
-            return Handing::Free { announce: None };
-        }
-        let mut state = self.lock(key);
-        let Some(queue) = state.queues.get_mut(key) else {
-            return Handing::Free { announce: None };
-        };
-        // Only to a waiter for a kind that is handed over, and the releaser's (a plain lock
-        // taken alone and without a token; as many permits of the same semaphore).
-        let head = queue
-            .waiters
-            .front()
-            .filter(|head| head.takes_hand_over() && head.kind == kind);
-        let Some(head) = head else {
-            return Handing::Free {
-                announce: queue.turns.run_ends(),
-            };
-        };
-        let mut offer = head.offer();
-        if !queue.turns.may_hand_over(limit) || *offer != OfferState::Idle {
-            drop(offer);
-            return Handing::Free {
-                announce: queue.turns.run_ends(),
-            };
-        }
-        *offer = OfferState::Offered;
-        drop(offer);
-        queue.turns.handed();
-        Handing::Over(Offer::new(head.clone()))
-    }
-
     /// Enqueues a waiter for lock `kind` at the back of `key`'s queue, acquiring as
     /// `owner` with `lease`. `found` is what the caller's attempt just found, if it made
     /// one.
@@ -376,15 +334,6 @@ pub(crate) enum Found {
     Busy(std::time::Duration),
     /// Waiting writers' marks held it back; they end within this long unless renewed.
     HeldBack(std::time::Duration),
-}
-
-/// What a last release does with the lock (see [`WaitQueues::next_holder`]).
-pub(crate) enum Handing {
-    /// Hands it to the local waiter this offer names, in the release's own step.
-    Over(Offer),
-    /// Frees it; `announce`: the length of the run of holds of this process it ends, for
-    /// other processes to know (see `turns`).
-    Free { announce: Option<u32> },
 }
 
 /// When the next local waiter tries, after a hold of this process ended.

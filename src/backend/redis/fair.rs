@@ -242,6 +242,26 @@ fn unknown(operation: &str, reply: &Value) -> BackendError {
 }
 
 #[cfg(test)]
+mod script_tests {
+    use super::scripts::*;
+
+    #[test]
+    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
+        check_script(
+            super::script,
+            &[
+                ("ACQUIRED", ACQUIRED),
+                ("BUSY_FOREVER", BUSY_FOREVER),
+                ("LOST", LOST),
+                ("NOT_HELD", NOT_HELD),
+                ("UNLOCKED", UNLOCKED),
+            ],
+            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
+        );
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -282,25 +302,5 @@ mod tests {
         );
         assert!(decode_release(Value::Integer(-7)).is_err());
         assert!(decode_leave(Value::Integer(0)).is_err());
-    }
-}
-
-#[cfg(test)]
-mod script_tests {
-    use super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
-        check_script(
-            super::script,
-            &[
-                ("ACQUIRED", ACQUIRED),
-                ("BUSY_FOREVER", BUSY_FOREVER),
-                ("LOST", LOST),
-                ("NOT_HELD", NOT_HELD),
-                ("UNLOCKED", UNLOCKED),
-            ],
-            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
-        );
     }
 }

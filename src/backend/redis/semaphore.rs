@@ -287,6 +287,27 @@ fn decode_usage(reply: &Value) -> Option<PermitUsage> {
 }
 
 #[cfg(test)]
+mod script_tests {
+    use super::scripts::*;
+
+    #[test]
+    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
+        check_script(
+            super::script,
+            &[
+                ("ACQUIRED", ACQUIRED),
+                ("BUSY_FOREVER", BUSY_FOREVER),
+                ("LOST", LOST),
+                ("NOT_HELD", NOT_HELD),
+                ("UNLOCKED", UNLOCKED),
+                ("HANDED_OVER", HANDED_OVER),
+            ],
+            &[],
+        );
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -322,26 +343,5 @@ mod tests {
         assert_eq!(usage(8, 3), Some(PermitUsage::new(Some(8), 3)));
         assert_eq!(usage(-1, 0), Some(PermitUsage::new(None, 0)));
         assert_eq!(decode_usage(&Value::from(1)), None);
-    }
-}
-
-#[cfg(test)]
-mod script_tests {
-    use super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
-        check_script(
-            super::script,
-            &[
-                ("ACQUIRED", ACQUIRED),
-                ("BUSY_FOREVER", BUSY_FOREVER),
-                ("LOST", LOST),
-                ("NOT_HELD", NOT_HELD),
-                ("UNLOCKED", UNLOCKED),
-                ("HANDED_OVER", HANDED_OVER),
-            ],
-            &[],
-        );
     }
 }

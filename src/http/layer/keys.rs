@@ -10,8 +10,9 @@ use http::request::Parts;
 
 use super::naming::{escaped, Naming};
 use crate::engine::LockManager;
+use crate::http::acquire_failure::BusyAnswer;
 use crate::http::key_source::KeySource;
-use crate::http::rejection::{BusyAnswer, LockRejection};
+use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
 
 pub(crate) type NamesFn = dyn Fn(&Parts) -> Option<Vec<String>> + Send + Sync;

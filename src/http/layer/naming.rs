@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use crate::engine::LockManager;
+use crate::http::acquire_failure::BusyAnswer;
 use crate::http::key_source::KeySource;
-use crate::http::rejection::{BusyAnswer, LockRejection};
+use crate::http::rejection::LockRejection;
 use crate::key::LockKey;
 
 pub(crate) type NameFn = dyn Fn(&str) -> Result<String, String> + Send + Sync;

@@ -10,7 +10,8 @@ use http::request::Parts;
 
 use super::body::BodyPolicy;
 use crate::engine::LockManager;
-use crate::http::rejection::{BusyAnswer, LockRejection};
+use crate::http::acquire_failure::BusyAnswer;
+use crate::http::rejection::LockRejection;
 use crate::telemetry::throttled;
 
 pub(crate) type RejectionFn = dyn Fn(LockRejection) -> Response + Send + Sync;
