@@ -5,15 +5,14 @@
 //! cargo run --example lock_checker -- <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix]
 //! cargo run --example lock_checker -- <redis-url> hold <name> <lease-ms> [plain|read|write]  # hold until killed
 //! cargo run --example lock_checker -- <redis-url> fair <name> <queue-timeout-ms> <mark> [waiters]  # fair turns
-//! cargo run --example lock_checker -- <redis-url> readers <name> <count> <hold-ms>      # reads until killed
 //! ```
 //! Each holder INCRs `<prefix>witness:<name>` on entry (it must return 1) and DECRs it on
 //! exit; holds last 0–5 ms. Prints `acquisitions=… violations=… timeouts=… max_wait_ms=…`
 //! and exits 1 on any violation or error. The `hold` form prints `held` once it holds the
 //! lock and then sleeps (to be killed by a test). The `fair` form starts `waiters` (1 by default) fair
 //! waiters that each wait (up to 30 s) for the fair lock, append `mark` to the Redis list
-//! `<name>:order` while they hold it and release it; it prints `done` once all have. The `readers` form keeps `count` overlapping readers of
-//! `name` reading (each read counted in `<name>:reads`) until it is killed.
+//! `<name>:order` while they hold it and release it; it prints `done` once all have. (Streams of
+//! readers: `examples/read_write_checker.rs`.)
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,13 +42,6 @@ async fn main() -> ExitCode {
             std::future::pending::<()>().await;
             ExitCode::SUCCESS
         }
-        [url, readers, name, count, hold_ms] if readers == "readers" => {
-            let (Ok(count), Ok(hold_ms)) = (count.parse::<u64>(), hold_ms.parse::<u64>()) else {
-                eprintln!("readers: the number of readers and the hold (ms) are integers");
-                return ExitCode::FAILURE;
-            };
-            read_stream(url, name, count, Duration::from_millis(hold_ms)).await
-        }
         [url, fair, name, queue_timeout, mark, waiters @ ..] if fair == "fair" => {
             let waiters = match waiters.first().map(|n| n.parse::<usize>()) {
                 None => 1,
@@ -74,50 +66,10 @@ async fn main() -> ExitCode {
             .await
         }
         _ => {
-            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms> [plain|read|write] | <redis-url> fair <name> <queue-timeout-ms> <mark> [waiters] | <redis-url> readers <name> <count> <hold-ms>");
+            eprintln!("usage: lock_checker <redis-url> <names> <tasks> <seconds> <lease-ms> [prefix] | <redis-url> hold <name> <lease-ms> [plain|read|write] | <redis-url> fair <name> <queue-timeout-ms> <mark> [waiters]");
             ExitCode::FAILURE
         }
     }
-}
-
-/// `count` readers of `name` that read in turn, each holding the read lock for `hold`,
-/// spread so that they always overlap, until the process is killed; each read counts in
-/// `<name>:reads`.
-async fn read_stream(url: &str, name: &str, count: u64, hold: Duration) -> ExitCode {
-    let locks = LockManager::redis(url).await.expect("connect to Redis");
-    let counter = Builder::from_config(Config::from_url(url).unwrap())
-        .build()
-        .unwrap();
-    counter.init().await.expect("connect to Redis");
-    for reader in 0..count {
-        let (locks, counter, name) = (locks.clone(), counter.clone(), name.to_owned());
-        tokio::spawn(async move {
-            tokio::time::sleep(hold * reader as u32 / count.max(1) as u32).await;
-            loop {
-                let guard = match locks
-                    .read_lock(&name)
-                    .wait(Duration::from_secs(60))
-                    .acquire()
-                    .await
-                {
-                    Ok(guard) => guard,
-                    Err(e) => {
-                        eprintln!("reader {reader}: {e}");
-                        std::process::exit(1);
-                    }
-                };
-                let _: i64 = counter
-                    .incr(format!("{name}:reads"))
-                    .await
-                    .expect("count the read");
-                tokio::time::sleep(hold).await;
-                let _ = guard.release().await;
-            }
-        });
-    }
-    println!("reading");
-    std::future::pending::<()>().await;
-    ExitCode::SUCCESS
 }
 
 /// `waiters` turns of the fair lock `name`, taken by as many waiters of one manager that

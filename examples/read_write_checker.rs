@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --example read_write_checker -- <redis-url> mix <name> <tasks> <seconds> <events-file>
-//! cargo run --example read_write_checker -- <redis-url> stream <name> <count> <hold-ms>
+//! cargo run --example read_write_checker -- <redis-url> stream <name> <count> <hold-ms> [long]
 //! cargo run --example read_write_checker -- <redis-url> read <name>
 //! ```
 //!
@@ -16,9 +16,9 @@
 //! without a grant while someone waited. Prints `grants=… reads=… writes=… violations=…
 //! timeouts=… errors=…` and exits 1 on any violation, time-out or error.
 //!
-//! `stream`: holds one read lock of `name` for as long as it runs and keeps `count`
-//! overlapping readers reading (`hold-ms` each) beside it, counting each read in
-//! `<name>:reads`; prints `reading` once the long read is held.
+//! `stream`: keeps `count` overlapping readers of `name` reading (`hold-ms` each) until it is
+//! killed, counting each read in `<name>:reads`; with `long`, it also holds one read lock
+//! for as long as it runs. Prints `reading` once it has begun.
 //!
 //! `read`: prints `asking`, waits up to 30 s for a read lock of `name`, prints `held` and
 //! keeps it until killed.
@@ -46,12 +46,13 @@ async fn main() -> ExitCode {
             };
             mix(url, name, tasks, Duration::from_secs(seconds), events).await
         }
-        [url, mode, name, count, hold_ms] if mode == "stream" => {
+        [url, mode, name, count, hold_ms, long @ ..] if mode == "stream" => {
             let (Ok(count), Ok(hold_ms)) = (count.parse::<u32>(), hold_ms.parse::<u64>()) else {
                 eprintln!("stream: the number of readers and the hold (ms) are integers");
                 return ExitCode::FAILURE;
             };
-            stream(url, name, count, Duration::from_millis(hold_ms)).await
+            let long = long.first().is_some_and(|arg| arg == "long");
+            stream(url, name, count, Duration::from_millis(hold_ms), long).await
         }
         [url, mode, name] if mode == "read" => {
             let locks = LockManager::redis(url).await.expect("connect to Redis");
@@ -75,7 +76,7 @@ async fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: read_write_checker <redis-url> mix <name> <tasks> <seconds> <events-file> \
-                 | <redis-url> stream <name> <count> <hold-ms> | <redis-url> read <name>"
+                 | <redis-url> stream <name> <count> <hold-ms> [long] | <redis-url> read <name>"
             );
             ExitCode::FAILURE
         }
@@ -197,15 +198,18 @@ async fn mix(url: &str, name: &str, tasks: u64, run: Duration, events_file: &str
     }
 }
 
-async fn stream(url: &str, name: &str, count: u32, hold: Duration) -> ExitCode {
+async fn stream(url: &str, name: &str, count: u32, hold: Duration, long: bool) -> ExitCode {
     let locks = LockManager::redis(url).await.expect("connect to Redis");
     let counter = redis_client(url).await;
-    let _long_read = locks
-        .read_lock(name)
-        .wait(Duration::from_secs(30))
-        .acquire()
-        .await
-        .expect("the long read");
+    let _long_read = if long {
+        let read = locks
+            .read_lock(name)
+            .wait(Duration::from_secs(30))
+            .acquire();
+        Some(read.await.expect("the long read"))
+    } else {
+        None
+    };
     println!("reading");
     for reader in 0..count {
         let (locks, counter, name) = (locks.clone(), counter.clone(), name.to_owned());

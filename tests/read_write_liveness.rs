@@ -211,11 +211,6 @@ async fn expect_line(
     assert_eq!(line.as_deref(), Some(want), "{who}");
 }
 
-async fn reads(redis: &Client, name: &str) -> i64 {
-    let reads: Option<i64> = redis.get(format!("{name}:reads")).await.unwrap();
-    reads.unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_killed_while_it_waits_holds_readers_back_for_seconds_not_a_lease() {
     let server = RedisServer::start();
@@ -227,14 +222,14 @@ async fn a_writer_killed_while_it_waits_holds_readers_back_for_seconds_not_a_lea
 
     // A: one long read, and overlapping readers of 200 ms beside it.
     let mut reader_a = Command::new(support::example("read_write_checker"))
-        .args([url.as_str(), "stream", name, "8", "200"])
+        .args([url.as_str(), "stream", name, "8", "200", "long"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start read_write_checker");
     expect_line(&mut lines(&mut reader_a), "reading", "process A").await;
     support::eventually("A's readers read", || async {
-        (reads(&redis, name).await >= 8).then_some(())
+        (support::counter(&redis, &format!("{name}:reads")).await >= 8).then_some(())
     })
     .await;
 
@@ -269,7 +264,7 @@ async fn a_writer_killed_while_it_waits_holds_readers_back_for_seconds_not_a_lea
     writer_b.kill().unwrap();
     let killed = Instant::now();
     let _ = writer_b.wait();
-    let reads_at_kill = reads(&redis, name).await;
+    let reads_at_kill = support::counter(&redis, &format!("{name}:reads")).await;
     expect_line(&mut c_lines, "held", "process C").await;
     let c_waited = killed.elapsed();
     eprintln!("C held its read {c_waited:?} after B was killed");
@@ -279,7 +274,7 @@ async fn a_writer_killed_while_it_waits_holds_readers_back_for_seconds_not_a_lea
          within about {STALL:?}, not one lease"
     );
     support::eventually("A's readers read on", || async {
-        (reads(&redis, name).await > reads_at_kill + 8).then_some(())
+        (support::counter(&redis, &format!("{name}:reads")).await > reads_at_kill + 8).then_some(())
     })
     .await;
     for child in [&mut reader_a, &mut reader_c] {

@@ -1,4 +1,4 @@
-//! Read-write locks across real processes (`examples/lock_checker.rs readers`): a writer of
+//! Read-write locks across real processes (`examples/read_write_checker.rs stream`): a writer of
 //! one process gets in past a stream of overlapping readers of another, which Redis alone
 //! would let read on for as long as the stream lasts; the readers read on after it.
 
@@ -12,12 +12,6 @@ use support::RedisServer;
 use tower_lock::lock::Released;
 use tower_lock::LockManager;
 
-/// Reads counted by the reader process so far.
-async fn reads(redis: &Client, name: &str) -> i64 {
-    let reads: Option<i64> = redis.get(format!("{name}:reads")).await.unwrap();
-    reads.unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_gets_in_past_a_stream_of_readers_of_another_process() {
     let server = RedisServer::start();
@@ -26,19 +20,19 @@ async fn a_writer_gets_in_past_a_stream_of_readers_of_another_process() {
     let name = "rw:stream";
     let hold = Duration::from_millis(200);
     // 16 readers holding 200 ms each, spread over the hold: the lock is never free.
-    let mut readers = Command::new(support::example("lock_checker"))
-        .args([url.as_str(), "readers", name, "16", "200"])
+    let mut readers = Command::new(support::example("read_write_checker"))
+        .args([url.as_str(), "stream", name, "16", "200"])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("start lock_checker (cargo build --examples)");
+        .expect("start read_write_checker (cargo build --examples)");
     support::eventually("the readers read in turn", || async {
-        (reads(&redis, name).await >= 48).then_some(())
+        (support::counter(&redis, &format!("{name}:reads")).await >= 48).then_some(())
     })
     .await;
 
     let locks = LockManager::redis(&url).await.unwrap();
-    let reads_asked = reads(&redis, name).await;
+    let reads_asked = support::counter(&redis, &format!("{name}:reads")).await;
     let asked = Instant::now();
     let guard = locks
         .write_lock(name)
@@ -48,11 +42,11 @@ async fn a_writer_gets_in_past_a_stream_of_readers_of_another_process() {
         .expect("the writer gets in while the readers go on reading");
     let waited = asked.elapsed();
     eprintln!("the writer waited {waited:?}");
-    let reads_before = reads(&redis, name).await;
+    let reads_before = support::counter(&redis, &format!("{name}:reads")).await;
     // The writer works a while: nobody reads meanwhile.
     tokio::time::sleep(hold).await;
     assert_eq!(
-        reads(&redis, name).await,
+        support::counter(&redis, &format!("{name}:reads")).await,
         reads_before,
         "a reader read while the writer held the lock"
     );
@@ -67,7 +61,7 @@ async fn a_writer_gets_in_past_a_stream_of_readers_of_another_process() {
         reads_before - reads_asked
     );
     support::eventually("the readers read on after the writer", || async {
-        (reads(&redis, name).await > reads_before + 16).then_some(())
+        (support::counter(&redis, &format!("{name}:reads")).await > reads_before + 16).then_some(())
     })
     .await;
     readers.kill().unwrap();

@@ -4,7 +4,6 @@
 //! restart Redis always start their own server.
 #![allow(dead_code)]
 
-pub mod backend_lock;
 pub mod cluster;
 pub mod http;
 pub mod order;
@@ -16,6 +15,10 @@ pub mod redisson_scripts;
 pub mod subjects;
 pub mod suite;
 pub mod trace;
+
+// Shared with the conformance suite: waiting for an event, and every count back to zero.
+#[allow(unused_imports)] // not every test binary uses each of them
+pub use tower_lock::conformance::{background_releases_done, eventually, nothing_left_behind};
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -510,19 +513,10 @@ pub fn example(name: &str) -> std::path::PathBuf {
     path
 }
 
-/// Retries `f` every 50 ms, 400 times at most (20 s), until it returns `Some`.
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..400 {
-        if let Some(value) = f().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: not within 20 s");
+/// The integer at `key`, 0 when it is not set (counters the checker examples keep in Redis).
+pub async fn counter(redis: &Client, key: &str) -> i64 {
+    let value: Option<i64> = redis.get(key).await.unwrap();
+    value.unwrap_or(0)
 }
 
 /// The blocking form of [`eventually`], for conditions checked with `redis-cli`.
@@ -534,28 +528,6 @@ pub fn eventually_sync(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("{what}: not within 20 s");
-}
-
-/// Nothing of `locks` is left behind: no waiter, claim or renewal now, and no subscription
-/// change pending once the manager's subscriber task has taken the last ones (it runs on
-/// its own, after the waiter that made the change has gone on: waiting for it is waiting
-/// for that event, not for time to pass).
-pub async fn nothing_left_behind(locks: &tower_lock::LockManager) {
-    eventually(
-        "the subscriber task takes the last subscription changes",
-        || async { (locks.stats().subscription_changes == 0).then_some(()) },
-    )
-    .await;
-    assert_eq!(locks.stats(), Default::default(), "nothing left behind");
-}
-
-/// Waits until the releases that dropped guards started in the background (an extractor
-/// used without a layer releases once its handler returns) have ended their claims.
-pub async fn background_releases_done(locks: &tower_lock::LockManager) {
-    eventually("the background releases end their claims", || async {
-        (locks.stats().claimed_names == 0).then_some(())
-    })
-    .await;
 }
 
 /// A task that waits up to `wait` for the lock `name` of `locks` and returns its guard.

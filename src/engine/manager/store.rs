@@ -96,20 +96,33 @@ impl Store {
 
     /// Refuses what the backend does not have before anything reaches it: a kind it does
     /// not store, a lock with a record without records.
+    #[inline]
     pub(crate) fn check(&self, kind: LockKind, records: bool) -> Result<(), LockError> {
-        let unsupported = |what: String| {
-            Err(LockError::Unsupported {
-                backend: self.name(),
-                what,
-            })
+        if self.supports(kind, records) {
+            Ok(())
+        } else {
+            Err(self.unsupported(kind, records))
+        }
+    }
+
+    /// Whether the backend has `kind` (and records, when asked for).
+    #[inline]
+    pub(crate) fn supports(&self, kind: LockKind, records: bool) -> bool {
+        self.capabilities.kinds.contains(kind) && (!records || self.capabilities.records)
+    }
+
+    /// The error for what [`supports`](Self::supports) says the backend lacks.
+    #[cold]
+    pub(crate) fn unsupported(&self, kind: LockKind, records: bool) -> LockError {
+        let what = if self.capabilities.kinds.contains(kind) && records {
+            "locks with a record".to_owned()
+        } else {
+            format!("{} locks", kind.name())
         };
-        if !self.capabilities.kinds.contains(kind) {
-            return unsupported(format!("{} locks", kind.name()));
+        LockError::Unsupported {
+            backend: self.name(),
+            what,
         }
-        if records && !self.capabilities.records {
-            return unsupported("locks with a record".to_owned());
-        }
-        Ok(())
     }
 
     /// Refuses an operator's request (inspect, force-unlock, list) of a backend that does

@@ -117,7 +117,6 @@ impl LockRequest {
         kind: LockKind,
     ) -> Self {
         // A kind the backend does not store is refused with the request's name error.
-        let key = key.and_then(|key| manager.store().check(kind, false).map(|()| key));
         Self::with_names(manager, OneName(key), kind)
     }
 
@@ -192,10 +191,14 @@ impl LockRequest {
             Err(error) => return Ok(Err(invalid_name(error))),
         };
         let inner = &self.manager;
-        // Other kinds always claim the name (readers share a claim).
+        // Other kinds always claim the name (readers share a claim); what the backend does
+        // not have is refused on the waiting path.
         if !inner.store().answers_at_once()
             || !inner.has_runtime()
             || !self.kind.rules().taken_in_process
+            || !inner
+                .store()
+                .supports(self.kind, self.unless_recorded.is_some())
         {
             return Err(self);
         }
@@ -257,6 +260,8 @@ impl LockRequest {
     /// Waits for the lock as `want` says.
     async fn grant(&self, want: &Want) -> Result<Grant, LockError> {
         let inner = &self.manager;
+        // What the backend does not have is refused before anything reaches it.
+        inner.store().check(want.kind, want.unless_recorded)?;
         // Waiting needs the current runtime's timers (one remembered from before will not
         // do); a backend acquisition always comes here, and a round trip dwarfs the check.
         if tokio::runtime::Handle::try_current().is_err() || !inner.has_runtime() {

@@ -39,7 +39,6 @@ impl LockRequest {
     /// # }
     /// ```
     pub fn unless_recorded(mut self) -> Self {
-        self.refuse_unless_supported(true);
         self.unless_recorded = Some(Box::new(None));
         self
     }
@@ -51,19 +50,7 @@ impl LockRequest {
     /// can never be its own. (Whether a record is for the same work is the caller's to
     /// check: the record is given back as it is.)
     pub fn unless_recorded_for(mut self, work: impl Into<bytes::Bytes>) -> Self {
-        self.refuse_unless_supported(true);
         self.unless_recorded = Some(Box::new(Some(work.into())));
         self
-    }
-
-    /// Makes the request fail with [`LockError::Unsupported`] if the backend lacks its kind
-    /// (or `records`, when asked for).
-    fn refuse_unless_supported(&mut self, records: bool) {
-        if let (Ok(_), Err(error)) = (
-            &self.names.0,
-            self.manager.store().check(self.kind, records),
-        ) {
-            self.names.0 = Err(error);
-        }
     }
 }
