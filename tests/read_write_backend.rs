@@ -5,41 +5,21 @@ mod support;
 
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use fred::prelude::*;
 use support::suite::{backend_suite, BackendUnderTest};
-use tower_lock::backend::{AcquireArgs, Attempt, Backend, ReleaseArgs};
-use tower_lock::lock::{LockKey, LockKind, OwnerId, Released};
+use tower_lock::backend::Attempt;
+use tower_lock::conformance::BackendLock;
+use tower_lock::lock::{LockKind, Released};
 use tower_lock::LockManager;
 
 const LEASE: Duration = Duration::from_secs(30);
 
-/// One name on a backend, driven by owner names.
-struct Lock {
-    backend: Arc<dyn Backend>,
-    key: LockKey,
-}
-
-impl Lock {
-    async fn acquire(&self, kind: LockKind, owner: &str, expected: u32) -> Attempt {
-        let owner = OwnerId::from_raw(owner);
-        let args = AcquireArgs::new(self.key.clone(), kind, owner, LEASE).expected(expected);
-        self.backend.acquire(args).await.unwrap()
-    }
-
-    async fn release(&self, kind: LockKind, owner: &str, expected: u32) -> Released {
-        let owner = OwnerId::from_raw(owner);
-        let args = ReleaseArgs::new(self.key.clone(), kind, owner, LEASE, expected);
-        self.backend.release(args).await.unwrap().released
-    }
-}
-
 /// A fresh name on `backend`.
-async fn lock_on(backend: BackendUnderTest, name: &str) -> Lock {
-    Lock {
+async fn lock_on(backend: BackendUnderTest, name: &str) -> BackendLock {
+    BackendLock {
         backend: backend.backend().await,
         key: LockManager::memory().key(&support::unique(name)).unwrap(),
+        lease: LEASE,
     }
 }
 

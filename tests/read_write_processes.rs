@@ -7,7 +7,6 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fred::prelude::*;
 use support::RedisServer;
 use tower_lock::lock::Released;
 use tower_lock::LockManager;

@@ -6,19 +6,27 @@ use std::time::Duration;
 use crate::backend::{AcquireArgs, Attempt, Backend, LeaveArgs, ReleaseArgs, RenewArgs};
 use crate::lock::{LockKey, LockKind, OwnerId, Released};
 
-pub(super) struct BackendLock {
-    pub(super) backend: Arc<dyn Backend>,
-    pub(super) key: LockKey,
+/// One lock name driven through a backend directly, by owner names (no manager): for checks
+/// of a backend's own rules. Each call unwraps the backend's answer (a check fails on an
+/// error).
+pub struct BackendLock {
+    /// The backend.
+    pub backend: Arc<dyn Backend>,
+    /// The lock's key.
+    pub key: LockKey,
     /// The lease of acquisitions (and of the hold a reentrant release leaves).
-    pub(super) lease: Duration,
+    pub lease: Duration,
 }
 
 impl BackendLock {
-    pub(super) async fn acquire(&self, kind: LockKind, owner: &str, expected: u32) -> Attempt {
+    /// A first acquisition or a reentry (`expected` holds before it) by `owner`, a single
+    /// try, with the lock's lease.
+    pub async fn acquire(&self, kind: LockKind, owner: &str, expected: u32) -> Attempt {
         self.acquire_for(kind, owner, expected, self.lease).await
     }
 
-    pub(super) async fn acquire_for(
+    /// [`acquire`](Self::acquire) with a lease of its own.
+    pub async fn acquire_for(
         &self,
         kind: LockKind,
         owner: &str,
@@ -29,12 +37,7 @@ impl BackendLock {
     }
 
     /// A first acquisition by an acquirer that goes on waiting if the lock is busy.
-    pub(super) async fn acquire_waiting(
-        &self,
-        kind: LockKind,
-        owner: &str,
-        lease: Duration,
-    ) -> Attempt {
+    pub async fn acquire_waiting(&self, kind: LockKind, owner: &str, lease: Duration) -> Attempt {
         self.attempt(kind, owner, 0, lease, true).await
     }
 
@@ -57,7 +60,7 @@ impl BackendLock {
     }
 
     /// The waiter `owner` stops waiting.
-    pub(super) async fn stop_waiting(&self, kind: LockKind, owner: &str) {
+    pub async fn stop_waiting(&self, kind: LockKind, owner: &str) {
         self.backend
             .leave_queue(LeaveArgs::new(
                 self.key.clone(),
@@ -68,7 +71,8 @@ impl BackendLock {
             .unwrap()
     }
 
-    pub(super) async fn release(&self, kind: LockKind, owner: &str, expected: u32) -> Released {
+    /// A release by `owner` of one of its `expected` holds.
+    pub async fn release(&self, kind: LockKind, owner: &str, expected: u32) -> Released {
         self.backend
             .release(ReleaseArgs::new(
                 self.key.clone(),
@@ -82,7 +86,8 @@ impl BackendLock {
             .released
     }
 
-    pub(super) async fn renew(&self, kind: LockKind, owner: &str, lease: Duration) -> bool {
+    /// A renewal of `owner`'s holds of `kind` to `lease`; whether it still held them.
+    pub async fn renew(&self, kind: LockKind, owner: &str, lease: Duration) -> bool {
         self.backend
             .renew(RenewArgs::new(
                 self.key.clone(),

@@ -49,6 +49,7 @@ use crate::engine::LockManager;
 use crate::manager::LockManagerBuilder;
 
 mod backend_lock;
+pub use backend_lock::BackendLock;
 mod ctx;
 pub mod exclusion;
 pub mod fair;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tower_lock::backend::{Attempt, RedisBackend};
 use tower_lock::lock::{LockKind, Released};
 
-use crate::support::backend_lock::BackendLock;
 use crate::{subscribed, support, Target, LONG_LEASE, WAKE_WAIT};
+use tower_lock::conformance::BackendLock;
 
 fn busy(attempt: Attempt) -> bool {
     matches!(attempt, Attempt::Busy(_))
