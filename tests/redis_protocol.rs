@@ -245,6 +245,42 @@ async fn queued_operations_go_together_and_fail_alone() {
     }
 }
 
+/// Every kind of lock whose key holds other data fails with a message that names the key
+/// and says why, and leaves the data as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_reports_a_key_that_holds_other_data() {
+    let url = support::shared_redis_url();
+    let admin = support::client(&url).await;
+    let locks = manager().await;
+    for kind in ["fair", "read", "write", "semaphore"] {
+        let name = support::unique(&format!("other-data-{kind}"));
+        let _: () = admin
+            .set(name.as_str(), "some data", None, None, false)
+            .await
+            .unwrap();
+        let request = match kind {
+            "fair" => locks.fair_lock(&name),
+            "read" => locks.read_lock(&name),
+            "write" => locks.write_lock(&name),
+            _ => locks.semaphore(&name, 2),
+        };
+        match request.try_acquire().await {
+            Err(LockError::Unavailable(error)) => {
+                let message = format!("{error:#}");
+                assert!(
+                    message.contains(name.as_str()) && message.contains("other data"),
+                    "{kind}: {message}"
+                );
+            }
+            other => {
+                panic!("{kind}: expected Unavailable for a key holding a string, got {other:?}")
+            }
+        }
+        let data: String = admin.get(name.as_str()).await.unwrap();
+        assert_eq!(data, "some data", "{kind}: the other data is untouched");
+    }
+}
+
 /// A batch that mixes releases (a plain key and one with a hash tag, whose channels differ
 /// in form) with acquisitions writes each operation's own key, channel, lease and owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -105,7 +105,35 @@ where
         }
         other => other,
     };
-    result.map_err(|e| BackendError::with_source("Redis command failed", e))
+    result.map_err(|e| {
+        // A script that reads a key with `redis.call` fails as a whole on data of another
+        // type: say which lock and why.
+        let details = e.details();
+        let hint = if details.contains("WRONGTYPE") || details.contains("not an integer") {
+            " (does one of its keys hold other data?)"
+        } else {
+            ""
+        };
+        BackendError::with_source(format!("Redis command on `{key}` failed{hint}"), e)
+    })
+}
+
+/// A script's reply when it is a number or a list, as the scripts answer; anything else is
+/// Redis's error text from a `redis.pcall` (a key of the `kind` lock on `key` holds data of
+/// another type), reported as such.
+pub(in crate::backend) fn scripted_reply(
+    reply: Value,
+    kind: &str,
+    key: &LockKey,
+) -> Result<Value, BackendError> {
+    match reply {
+        Value::Integer(_) | Value::Array(_) => Ok(reply),
+        other => Err(BackendError::new(format!(
+            "Redis rejected the {kind} lock operation on `{key}`: {} (does one of its keys \
+             hold other data?)",
+            other.as_string().unwrap_or_default()
+        ))),
+    }
 }
 
 /// Loads the script again (after a restart or `SCRIPT FLUSH`) and runs it.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use crate::backend::redis::commands::{eval_script, millis, script_call};
+use crate::backend::redis::commands::{eval_script, millis, script_call, scripted_reply};
 use crate::backend::redis::{names, scripts, RedisBackend};
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, LeaveArgs, ReleaseArgs, ReleaseReply};
 use crate::error::{BackendError, Released};
@@ -78,14 +78,8 @@ impl RedisBackend {
                 )
             };
             let client = inner.next_client();
-            match eval_script(client, &inner.options, &inner.fair, &key, arguments).await? {
-                reply @ (Value::Integer(_) | Value::Array(_)) => Ok(reply),
-                other => Err(BackendError::new(format!(
-                    "Redis rejected the fair lock operation on `{key}`: {} (does one of its \
-                     keys hold other data?)",
-                    other.as_string().unwrap_or_default()
-                ))),
-            }
+            let reply = eval_script(client, &inner.options, &inner.fair, &key, arguments).await?;
+            scripted_reply(reply, "fair", &key)
         })
     }
 }
@@ -239,26 +233,6 @@ fn unknown(operation: &str, reply: &Value) -> BackendError {
     BackendError::new(format!(
         "Redis answered {reply:?} to {operation} of a fair lock, which its script never answers"
     ))
-}
-
-#[cfg(test)]
-mod script_tests {
-    use super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
-        check_script(
-            super::script,
-            &[
-                ("ACQUIRED", ACQUIRED),
-                ("BUSY_FOREVER", BUSY_FOREVER),
-                ("LOST", LOST),
-                ("NOT_HELD", NOT_HELD),
-                ("UNLOCKED", UNLOCKED),
-            ],
-            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
-        );
-    }
 }
 
 #[cfg(test)]

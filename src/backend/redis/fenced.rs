@@ -112,23 +112,6 @@ fn decode(reply: Value) -> Result<Attempt, String> {
 }
 
 #[cfg(test)]
-mod script_tests {
-    use super::super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_are_the_rust_constants() {
-        let lua = super::script(false);
-        for (name, value) in [
-            ("ACQUIRED", ACQUIRED),
-            ("BUSY_FOREVER", BUSY_FOREVER),
-            ("LOST", LOST),
-        ] {
-            assert_eq!(lua_constant(&lua, name), value.to_string(), "{name}");
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -42,6 +42,8 @@ mod plain;
 mod read_write;
 mod record;
 mod replicas;
+#[cfg(test)]
+mod script_constants;
 mod scripts;
 mod semaphore;
 mod subscriptions;

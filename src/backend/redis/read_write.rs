@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
-use crate::backend::redis::commands::{eval_script, millis, script_call};
+use crate::backend::redis::commands::{eval_script, millis, script_call, scripted_reply};
 use crate::backend::redis::{names, scripts, RedisBackend};
 use crate::backend::WRITER_MARK_LEASE;
 use crate::backend::{
@@ -92,14 +92,9 @@ impl RedisBackend {
                 )
             };
             let client = inner.next_client();
-            match eval_script(client, &inner.options, &inner.read_write, &key, arguments).await? {
-                reply @ (Value::Integer(_) | Value::Array(_)) => Ok(reply),
-                other => Err(BackendError::new(format!(
-                    "Redis rejected the read-write lock operation on `{key}`: {} (does the \
-                     key hold other data?)",
-                    other.as_string().unwrap_or_default()
-                ))),
-            }
+            let reply =
+                eval_script(client, &inner.options, &inner.read_write, &key, arguments).await?;
+            scripted_reply(reply, "read-write", &key)
         })
     }
 }
@@ -278,28 +273,4 @@ fn unknown(operation: &str, code: i64) -> BackendError {
     BackendError::new(format!(
         "Redis answered {code} to {operation} of a read-write lock, which its script never answers"
     ))
-}
-
-#[cfg(test)]
-mod script_tests {
-    use super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
-        check_script(
-            super::script,
-            &[
-                ("ACQUIRED", ACQUIRED),
-                ("BUSY_FOREVER", BUSY_FOREVER),
-                ("LOST", LOST),
-                ("NOT_HELD", NOT_HELD),
-                ("UNLOCKED", UNLOCKED),
-                ("HELD_BACK", HELD_BACK),
-            ],
-            &[
-                ("READ_RELEASED", UNLOCK_MESSAGE),
-                ("WRITE_RELEASED", READ_UNLOCK_MESSAGE),
-            ],
-        );
-    }
 }

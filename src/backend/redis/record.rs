@@ -180,27 +180,6 @@ fn decode_release(reply: Value, listening: bool) -> Result<(ReleaseReply, bool),
 }
 
 #[cfg(test)]
-mod script_tests {
-    use super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
-        check_script(
-            super::script,
-            &[
-                ("ACQUIRED", ACQUIRED),
-                ("BUSY_FOREVER", BUSY_FOREVER),
-                ("RECORDED", RECORDED),
-                ("HELD_FOR_OTHER_WORK", HELD_FOR_OTHER_WORK),
-                ("NOT_HELD", NOT_HELD),
-                ("UNLOCKED", UNLOCKED),
-            ],
-            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
-        );
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -38,7 +38,11 @@ local function available(limit)
     value = limit - redis.call('zcard', deadlines)
     redis.call('set', count_key, value)
   end
-  return tonumber(value)
+  local count = tonumber(value)
+  if count == nil then
+    error(redis.error_reply('WRONGTYPE the count key holds no number'))
+  end
+  return count
 end
 
 -- Returns permits whose lease ended to the count.

@@ -287,27 +287,6 @@ fn decode_usage(reply: &Value) -> Option<PermitUsage> {
 }
 
 #[cfg(test)]
-mod script_tests {
-    use super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
-        check_script(
-            super::script,
-            &[
-                ("ACQUIRED", ACQUIRED),
-                ("BUSY_FOREVER", BUSY_FOREVER),
-                ("LOST", LOST),
-                ("NOT_HELD", NOT_HELD),
-                ("UNLOCKED", UNLOCKED),
-                ("HANDED_OVER", HANDED_OVER),
-            ],
-            &[],
-        );
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -382,24 +382,3 @@ async fn call(inner: &Arc<BackendInner>, operations: &[Operation]) -> Vec<Reply>
         Err(error) => operations.iter().map(|_| Err(error.clone())).collect(),
     }
 }
-
-#[cfg(test)]
-mod script_tests {
-    use super::super::scripts::*;
-
-    #[test]
-    fn the_script_s_reply_codes_and_messages_are_the_rust_constants() {
-        check_script(
-            super::script,
-            &[
-                ("ACQUIRED", ACQUIRED),
-                ("BUSY_FOREVER", BUSY_FOREVER),
-                ("LOST", LOST),
-                ("NOT_HELD", NOT_HELD),
-                ("UNLOCKED", UNLOCKED),
-                ("HANDED_OVER", HANDED_OVER),
-            ],
-            &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
-        );
-    }
-}
