@@ -25,6 +25,17 @@ fn recorded(result: Result<crate::lock::LockGuard, LockError>) -> Option<Bytes> 
     }
 }
 
+/// `name` taken unless recorded (it must be free and have no record).
+async fn take(locks: &LockManager, name: &str) -> crate::lock::LockGuard {
+    locks.lock(name).unless_recorded().acquire().await.unwrap()
+}
+
+/// The record a single try unless recorded finds for `name` (`None`: it took the lock,
+/// and its guard is dropped).
+async fn record_of(locks: &LockManager, name: &str) -> Option<Bytes> {
+    recorded(locks.lock(name).unless_recorded().try_acquire().await)
+}
+
 /// A task that waits for `name` unless it is recorded; returned once `locks` has `queued`
 /// waiters for it.
 async fn waiter(
@@ -59,13 +70,7 @@ pub async fn waiters_get_the_record_of_the_holder(subject: &dyn Subject) {
     }
     let other = ctx.manager_sharing_the_backend().await;
     let name = support::unique("recorded");
-    let guard = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let guard = take(&ctx.manager, &name).await;
     let mut waiters = Vec::new();
     for queued in 1..=8 {
         waiters.push(waiter(&ctx.manager, &name, queued).await);
@@ -82,13 +87,7 @@ pub async fn waiters_get_the_record_of_the_holder(subject: &dyn Subject) {
     for waiter in waiters {
         assert_eq!(recorded(waiter.await.unwrap()), Some(result.clone()));
     }
-    let later = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .try_acquire()
-        .await;
-    assert_eq!(recorded(later), Some(result));
+    assert_eq!(record_of(&ctx.manager, &name).await, Some(result));
     // An acquisition that does not ask for records takes the lock: it is free.
     let plain = ctx.manager.lock(&name).try_acquire().await.unwrap();
     assert_eq!(plain.release().await.unwrap(), Released::Unlocked);
@@ -103,13 +102,7 @@ pub async fn a_plain_release_lets_the_next_waiter_in(subject: &dyn Subject) {
         return;
     }
     let name = support::unique("not-recorded");
-    let guard = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let guard = take(&ctx.manager, &name).await;
     let next = waiter(&ctx.manager, &name, 1).await;
     // Freed or handed over to the waiter: no record either way.
     assert_ne!(guard.release().await.unwrap(), Released::NotHeld);
@@ -120,13 +113,10 @@ pub async fn a_plain_release_lets_the_next_waiter_in(subject: &dyn Subject) {
             .unwrap(),
         Released::Unlocked
     );
-    let later = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .try_acquire()
-        .await;
-    assert_eq!(recorded(later), Some(Bytes::from_static(b"second")));
+    assert_eq!(
+        record_of(&ctx.manager, &name).await,
+        Some(Bytes::from_static(b"second"))
+    );
 }
 
 /// A holder whose lock was deleted behind its back (and taken by another) stores nothing:
@@ -139,21 +129,9 @@ pub async fn a_holder_that_lost_its_lock_stores_nothing(subject: &dyn Subject) {
         return;
     }
     let name = support::unique("lost-record");
-    let stale = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let stale = take(&ctx.manager, &name).await;
     ctx.delete(&name).await;
-    let newer = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let newer = take(&ctx.manager, &name).await;
     assert_eq!(
         stale
             .release_recording("stale".into(), RETENTION)
@@ -168,13 +146,10 @@ pub async fn a_holder_that_lost_its_lock_stores_nothing(subject: &dyn Subject) {
             .unwrap(),
         Released::Unlocked
     );
-    let later = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .try_acquire()
-        .await;
-    assert_eq!(recorded(later), Some(Bytes::from_static(b"newer")));
+    assert_eq!(
+        record_of(&ctx.manager, &name).await,
+        Some(Bytes::from_static(b"newer"))
+    );
 }
 
 /// A record lasts its retention; then the lock can be taken again, and nothing is left.
@@ -184,13 +159,7 @@ pub async fn a_record_expires_with_its_retention(subject: &dyn Subject) {
         return;
     }
     let name = support::unique("record-expires");
-    let guard = ctx
-        .manager
-        .lock(&name)
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let guard = take(&ctx.manager, &name).await;
     let retention = Duration::from_millis(300);
     assert_eq!(
         guard
