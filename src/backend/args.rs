@@ -66,6 +66,12 @@ pub struct AcquireArgs {
     /// goes back to the front, where it was. A waiter missing for another reason (the queue
     /// was lost with a restart) queues again at the back.
     pub was_head: bool,
+    /// For a waiting acquisition: how long its acquirer will go on waiting from this
+    /// attempt. A backend whose store queues waiters itself
+    /// ([`Capabilities::waits_in_store`]) may keep the attempt in the store's queue up to
+    /// this long, answering once it holds the lock or the time is up, instead of answering
+    /// `Busy` at once. Zero for a single try.
+    pub wait_left: Duration,
 }
 
 impl AcquireArgs {
@@ -83,6 +89,7 @@ impl AcquireArgs {
             work: None,
             queue_timeout: Duration::ZERO,
             was_head: false,
+            wait_left: Duration::ZERO,
         }
     }
 
@@ -102,6 +109,14 @@ impl AcquireArgs {
     pub fn unless_recorded(mut self, work: Option<Bytes>) -> Self {
         self.unless_recorded = true;
         self.work = work;
+        self
+    }
+
+    /// A waiting acquisition whose acquirer waits `wait_left` longer (see
+    /// [`wait_left`](Self::wait_left)); it waits.
+    pub fn wait_left(mut self, wait_left: Duration) -> Self {
+        self.waits = true;
+        self.wait_left = wait_left;
         self
     }
 

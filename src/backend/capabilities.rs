@@ -48,6 +48,18 @@ pub struct Capabilities {
     /// claim in the wait queues (its release relies on that order to see a waiter that
     /// queued meanwhile).
     pub answers_at_once: bool,
+    /// The store queues waiting acquisitions itself (PostgreSQL's lock queue): an attempt
+    /// of a waiting acquisition may wait in it up to [`AcquireArgs::wait_left`], and is
+    /// taken out of it by [`leave_queue`](Backend::leave_queue) when its acquirer goes
+    /// away first (the manager asks at once, while the attempt may still be waiting).
+    pub waits_in_store: bool,
+    /// A busy answer says how long the holder's lease has left ([`Attempt::Busy`] with a
+    /// time), so that waiters retry when it ends and a wait that times out reports it.
+    /// `false` where the store keeps no leases that other processes can read (PostgreSQL:
+    /// a lock lasts as long as its session). Default: `true`.
+    ///
+    /// [`Attempt::Busy`]: super::Attempt::Busy
+    pub reports_holder_lease: bool,
 }
 
 impl Default for Capabilities {
@@ -60,13 +72,15 @@ impl Default for Capabilities {
             attempt_time_limit: None,
             subscribes: false,
             answers_at_once: false,
+            waits_in_store: false,
+            reports_holder_lease: true,
         }
     }
 }
 
 impl Capabilities {
-    /// The plain lock alone; no records, inspection, hand-over, time limit, subscriptions
-    /// or answers at once.
+    /// The plain lock alone; no records, inspection, hand-over, time limit, subscriptions,
+    /// answers at once or waits in the store; busy answers report the holder's lease.
     pub fn new() -> Self {
         Self::default()
     }
@@ -110,6 +124,18 @@ impl Capabilities {
     /// With [`answers_at_once`](Self::answers_at_once) set as given.
     pub fn answers_at_once(mut self, at_once: bool) -> Self {
         self.answers_at_once = at_once;
+        self
+    }
+
+    /// With [`waits_in_store`](Self::waits_in_store) set as given.
+    pub fn waits_in_store(mut self, waits: bool) -> Self {
+        self.waits_in_store = waits;
+        self
+    }
+
+    /// With [`reports_holder_lease`](Self::reports_holder_lease) set as given.
+    pub fn reports_holder_lease(mut self, reports: bool) -> Self {
+        self.reports_holder_lease = reports;
         self
     }
 }

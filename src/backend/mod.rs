@@ -20,10 +20,13 @@ use crate::key::LockKey;
 
 mod args;
 mod capabilities;
+pub(crate) mod glob;
 pub(crate) mod info;
 mod memory;
 mod notices;
 mod permits;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
@@ -42,6 +45,11 @@ pub use memory::MemoryBackend;
 pub use notices::Notices;
 pub(crate) use permits::permit_ids_hex;
 pub use permits::PermitUsage;
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    schema_sql as postgres_schema_sql, AdvisoryKey, PostgresBackend, PostgresBackendBuilder,
+    DEFAULT_MAX_SESSIONS, DEFAULT_SCHEMA,
+};
 #[cfg(feature = "redis")]
 pub use redis::{unlock_channel, MissingAck, RedisBackend, ReplicaAck, DEFAULT_COMMAND_TIMEOUT};
 #[cfg(feature = "redis")]

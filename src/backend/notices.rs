@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use crate::engine::Registry;
 use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 use crate::wait::WaitQueues;
@@ -15,6 +16,8 @@ use crate::wait::WaitQueues;
 #[derive(Clone)]
 pub struct Notices {
     queues: WaitQueues,
+    /// The manager's live holds, told of the ones the backend knows are lost.
+    holds: Arc<Registry>,
     /// For one of several backends that each listen for the same waiters (see
     /// [`split`](Self::split)): the name changes the others took, kept for this one.
     share: Option<(Arc<ChangeShare>, usize)>,
@@ -28,9 +31,10 @@ struct ChangeShare {
 }
 
 impl Notices {
-    pub(crate) fn new(queues: WaitQueues) -> Self {
+    pub(crate) fn new(queues: WaitQueues, holds: Arc<Registry>) -> Self {
         Notices {
             queues,
+            holds,
             share: None,
         }
     }
@@ -48,6 +52,7 @@ impl Notices {
         (0..count)
             .map(|at| Notices {
                 queues: self.queues.clone(),
+                holds: self.holds.clone(),
                 share: Some((share.clone(), at)),
             })
             .collect()
@@ -76,6 +81,14 @@ impl Notices {
     /// do not overtake.
     pub fn unlocked_all(&self, key: &LockKey) {
         self.queues.unlocked(key, 1);
+    }
+
+    /// The backend knows that `owner`'s holds of `key` are gone (PostgreSQL: the session
+    /// that held them ended): their loss signals fire now, rather than at the next renewal.
+    /// (A manager built with `track_holds(false)` does not list its holds: they learn it at
+    /// their next renewal.)
+    pub fn lost(&self, key: &LockKey, owner: &OwnerId) {
+        self.holds.lose(key, owner);
     }
 
     /// Notices may have been lost (a reconnect, a lagging receiver): every waiting head

@@ -41,6 +41,20 @@ impl BackendLock {
         self.attempt(kind, owner, 0, lease, true).await
     }
 
+    /// A first acquisition by `owner` that may wait up to `wait` (in the store's own queue,
+    /// on a backend whose store queues waiters), on a task of its own.
+    pub fn spawn_waiting(
+        &self,
+        kind: LockKind,
+        owner: &str,
+        wait: Duration,
+    ) -> tokio::task::JoinHandle<Attempt> {
+        let args = AcquireArgs::new(self.key.clone(), kind, OwnerId::from_raw(owner), self.lease)
+            .wait_left(wait);
+        let backend = self.backend.clone();
+        tokio::spawn(async move { backend.acquire(args).await.unwrap() })
+    }
+
     async fn attempt(
         &self,
         kind: LockKind,

@@ -63,6 +63,7 @@ pub mod read_write_rules;
 pub mod records;
 pub mod semaphore;
 pub mod semaphore_holds;
+pub mod store_queue;
 pub mod waiting;
 
 /// How the processes of a test reach the backend under test.
@@ -211,6 +212,10 @@ macro_rules! conformance_suite {
             waiters_get_the_record_of_the_holder, a_plain_release_lets_the_next_waiter_in,
             a_holder_that_lost_its_lock_stores_nothing, a_record_expires_with_its_retention,
             a_lock_held_for_other_work_is_refused_at_once, other_kinds_have_no_records);
+        $crate::conformance_suite!(@module $subject; store_queue:
+            a_waiter_in_the_store_gets_the_lock_when_freed,
+            a_writer_waiting_in_the_store_holds_new_readers_back,
+            a_waiter_that_leaves_is_taken_out_at_once, a_waiter_in_the_store_finds_the_record);
         $crate::conformance_suite!(@module $subject; operator:
             every_kind_is_inspected, force_unlock_wakes_the_waiter_and_tells_the_holder,
             names_are_listed_by_pattern_and_bounded, this_process_lists_its_holds_and_waiters);

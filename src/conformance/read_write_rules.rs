@@ -15,7 +15,7 @@ const MARK_LEASE: Duration = WRITER_MARK_LEASE;
 
 /// A fresh name on the subject's backend, driven by owner names; `None` when the backend
 /// has no read-write locks (the check says so and passes).
-async fn lock_on(check: &str, subject: &dyn Subject, name: &str) -> Option<BackendLock> {
+pub(super) async fn lock_on(check: &str, subject: &dyn Subject, name: &str) -> Option<BackendLock> {
     let backend = subject.backend().await;
     if !backend.capabilities().kinds.contains(LockKind::Read) {
         super::not_applicable(check, backend.name(), "read-write locks");
@@ -29,7 +29,21 @@ async fn lock_on(check: &str, subject: &dyn Subject, name: &str) -> Option<Backe
 }
 
 fn busy(attempt: Attempt) -> bool {
-    matches!(attempt, Attempt::Busy(Some(_)))
+    matches!(attempt, Attempt::Busy(_))
+}
+
+/// Whether the backend marks waiting writers (its store does not queue waiters itself: see
+/// `store_queue` for those); if not, the check says so and passes.
+fn marks_writers(check: &str, lock: &BackendLock) -> bool {
+    let marks = !lock.backend.capabilities().waits_in_store;
+    if !marks {
+        super::not_applicable(
+            check,
+            lock.backend.name(),
+            "writers' marks (its store queues waiters: see store_queue)",
+        );
+    }
+    marks
 }
 
 /// A new reader held back by a waiting writer's mark.
@@ -203,6 +217,9 @@ pub async fn a_waiting_writer_holds_new_readers_back(subject: &dyn Subject) {
     else {
         return;
     };
+    if !marks_writers("a_waiting_writer_holds_new_readers_back", &lock) {
+        return;
+    }
     assert_eq!(lock.acquire(Read, "reader:1", 0).await, Attempt::Acquired);
     // A single try leaves no mark.
     assert!(busy(lock.acquire(Write, "writer:1", 0).await));
@@ -265,6 +282,9 @@ pub async fn a_dead_writers_mark_runs_out(subject: &dyn Subject) {
     else {
         return;
     };
+    if !marks_writers("a_dead_writers_mark_runs_out", &lock) {
+        return;
+    }
     assert_eq!(lock.acquire(Read, "reader:1", 0).await, Attempt::Acquired);
     assert!(busy(
         lock.acquire_waiting(Write, "writer:dead", LEASE).await

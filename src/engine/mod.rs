@@ -21,6 +21,7 @@ pub use hold::multi_guard::MultiLockGuard;
 pub(crate) use hold::view::HoldView;
 pub use manager::builder::LockManagerBuilder;
 pub use manager::operator::MAX_LISTED_NAMES;
+pub(crate) use manager::registry::Registry;
 pub use manager::registry::{LocalHold, RequestLabel};
 pub use manager::settings::{
     DEFAULT_FAIR_QUEUE_TIMEOUT, DEFAULT_HAND_OVER_LIMIT, DEFAULT_LEASE, DEFAULT_WAIT, MAX_LEASE,

@@ -1,6 +1,7 @@
 //! The conformance suite (`tower_lock::conformance`) on every backend of this crate: the
 //! in-memory backend, one Redis, the local Redis Cluster, a master found through Sentinel,
-//! and RedLock over three servers (by subject: `redis::exclusion::mutual_exclusion`, …).
+//! RedLock over three servers and PostgreSQL (by subject:
+//! `redis::exclusion::mutual_exclusion`, …).
 //! Checks that need what a backend does not have pass saying so. Beside them, what only
 //! Redis shows: Redisson's layouts, subscriptions given up, batching, listings.
 
@@ -28,4 +29,8 @@ mod sentinel {
 
 mod redlock {
     tower_lock::conformance_suite!(crate::support::subjects::redlock());
+}
+
+mod postgres {
+    tower_lock::conformance_suite!(crate::support::subjects::postgres());
 }

@@ -56,7 +56,8 @@ impl Postgres {
         // then stops it fast and removes the directory.
         let script = format!(
             "'{postgres}' -D '{data}' -p {port} -k '{dir}' -c listen_addresses=127.0.0.1 \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off 2>&1 & pid=$!; \
+             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+             -c max_connections=400 2>&1 & pid=$!; \
              cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
             postgres = bin.join("postgres").display(),
             data = data.display(),
@@ -107,6 +108,23 @@ impl Drop for Postgres {
             let _ = child.wait();
         }
     }
+}
+
+/// The URL of a PostgreSQL shared by this test binary, started once (`DATABASE_URL` when
+/// set).
+#[allow(dead_code)] // not every test binary uses PostgreSQL
+pub fn shared_url() -> String {
+    static SERVER: std::sync::OnceLock<(String, Option<Postgres>)> = std::sync::OnceLock::new();
+    SERVER
+        .get_or_init(|| match std::env::var("DATABASE_URL") {
+            Ok(url) if !url.is_empty() => (url, None),
+            _ => {
+                let server = Postgres::start();
+                (server.url(), Some(server))
+            }
+        })
+        .0
+        .clone()
 }
 
 /// The directory of `initdb` and `postgres`: on PATH, else Debian's

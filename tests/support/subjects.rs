@@ -1,10 +1,10 @@
 //! The backends of this crate as subjects of the conformance suite
-//! (`tower_lock::conformance`): one Redis, the local Cluster, a Sentinel's master and RedLock
-//! over three servers, each shared by the tests of a binary.
+//! (`tower_lock::conformance`): one Redis, the local Cluster, a Sentinel's master, RedLock
+//! over three servers and one PostgreSQL, each shared by the tests of a binary.
 
 use std::sync::{Arc, OnceLock};
 
-use tower_lock::backend::{Backend, BoxFuture, RedLockBackend, RedisBackend};
+use tower_lock::backend::{Backend, BoxFuture, PostgresBackend, RedLockBackend, RedisBackend};
 use tower_lock::conformance::Subject;
 use tower_lock::manager::LockManagerBuilder;
 use tower_lock::LockManager;
@@ -101,4 +101,35 @@ pub fn redlock() -> RedLockOn {
         (servers.iter().map(RedisServer::url).collect(), servers)
     });
     RedLockOn(urls.clone())
+}
+
+/// A PostgreSQL reached by URL: each manager and backend with sessions of its own (a pool
+/// that opens nothing until asked, as a process's would be).
+pub struct PostgresAt(pub String);
+
+impl PostgresAt {
+    fn backend_now(&self) -> PostgresBackend {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .connect_lazy(&self.0)
+            .unwrap_or_else(|e| panic!("a pool for the test PostgreSQL at {}: {e}", self.0));
+        PostgresBackend::new(&pool)
+    }
+}
+
+impl Subject for PostgresAt {
+    fn manager(&self, builder: LockManagerBuilder) -> BoxFuture<LockManager> {
+        let backend = self.backend_now();
+        Box::pin(async move { builder.backend(backend) })
+    }
+
+    fn backend(&self) -> BoxFuture<Arc<dyn Backend>> {
+        let backend = self.backend_now();
+        Box::pin(async move { Arc::new(backend) as Arc<dyn Backend> })
+    }
+}
+
+/// The shared PostgreSQL (or `DATABASE_URL`).
+pub fn postgres() -> PostgresAt {
+    PostgresAt(super::postgres::shared_url())
 }

@@ -17,7 +17,11 @@ type Undo<T> = Box<dyn FnOnce(T) -> Option<BoxFuture<()>> + Send>;
 pub(crate) struct DropSafe<T: Send + 'static> {
     operation: Option<BoxFuture<T>>,
     undo: Option<Undo<T>>,
+    /// Started at once, beside the operation, when its caller goes away first.
+    abandon: Option<Abandon>,
 }
+
+type Abandon = Box<dyn FnOnce() -> BoxFuture<()> + Send>;
 
 impl<T: Send + 'static> DropSafe<T> {
     /// `undo` receives the result when the caller is gone, and returns the clean-up to run.
@@ -28,7 +32,19 @@ impl<T: Send + 'static> DropSafe<T> {
         DropSafe {
             operation: Some(operation),
             undo: Some(Box::new(undo)),
+            abandon: None,
         }
+    }
+
+    /// With `abandon` started at once when the caller goes away before the operation
+    /// ends, while the operation is still finished (an acquisition waiting in the store's
+    /// own queue leaves it, so that it ends now).
+    pub(crate) fn on_abandon(
+        mut self,
+        abandon: impl FnOnce() -> BoxFuture<()> + Send + 'static,
+    ) -> Self {
+        self.abandon = Some(Box::new(abandon));
+        self
     }
 }
 
@@ -60,6 +76,9 @@ impl<T: Send + 'static> Drop for DropSafe<T> {
         let undo = self.undo.take();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
+                if let Some(abandon) = self.abandon.take() {
+                    runtime.spawn(abandon());
+                }
                 runtime.spawn(async move {
                     let result = operation.await;
                     if let Some(cleanup) = undo.and_then(|undo| undo(result)) {
@@ -103,6 +122,39 @@ mod tests {
             let _ = go_tx.send(());
             assert_eq!(undone_rx.await.unwrap(), 42, "poll_first = {poll_first}");
         }
+    }
+
+    #[tokio::test]
+    async fn abandoning_starts_at_once_beside_the_operation_and_only_when_abandoned() {
+        let (abandoned_tx, abandoned_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let settle = DropSafe::new(
+            Box::pin(async move {
+                let _ = go_rx.await;
+            }),
+            |_| None,
+        )
+        .on_abandon(move || {
+            Box::pin(async move {
+                let _ = abandoned_tx.send(());
+            })
+        });
+        drop(settle);
+        // The operation has not ended (it waits for `go`), yet the abandonment ran.
+        abandoned_rx.await.expect("abandoned at once");
+        let _ = go_tx.send(());
+
+        let (abandoned_tx, mut abandoned_rx) = tokio::sync::oneshot::channel::<()>();
+        let finished = DropSafe::new(Box::pin(async {}), |_| None).on_abandon(move || {
+            Box::pin(async move {
+                let _ = abandoned_tx.send(());
+            })
+        });
+        finished.await;
+        assert!(
+            abandoned_rx.try_recv().is_err(),
+            "a finished operation is not abandoned"
+        );
     }
 
     fn futures_poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {

@@ -189,6 +189,7 @@ impl Hold {
             work: None,
             queue_timeout: Duration::ZERO,
             was_head: false,
+            wait_left: Duration::ZERO,
         }
     }
 
@@ -273,6 +274,14 @@ impl Drop for Hold {
 }
 
 impl Listed for Hold {
+    fn is_held_by(&self, key: &LockKey, owner: &OwnerId) -> bool {
+        self.key == *key && self.owner == *owner
+    }
+
+    fn mark_lost(&self) {
+        Hold::mark_lost(self);
+    }
+
     fn local_view(&self) -> crate::engine::manager::registry::LocalHold {
         crate::engine::manager::registry::LocalHold {
             key: self.key.clone(),

@@ -50,10 +50,17 @@ pub struct LocalHold {
     pub request: Option<RequestLabel>,
 }
 
-/// What the registry keeps of a hold: a way to see it while it lives.
-pub(in crate::engine) trait Listed: Send + Sync {
+/// What the registry keeps of a hold: a way to see it while it lives, and to tell it that
+/// it is lost.
+pub(crate) trait Listed: Send + Sync {
     /// What an operator sees of it now.
     fn local_view(&self) -> LocalHold;
+
+    /// Whether it is `owner`'s hold of `key`.
+    fn is_held_by(&self, key: &LockKey, owner: &OwnerId) -> bool;
+
+    /// The backend knows the lock is gone: the loss signal fires.
+    fn mark_lost(&self);
 }
 
 /// The holds of one manager, split by name like the wait queues.
@@ -87,7 +94,7 @@ impl Registry {
 
     /// A new hold of `key`, until [`remove`](Self::remove) is called with the place it
     /// is given.
-    pub(in crate::engine) fn add(&self, key: &LockKey, hold: Weak<dyn Listed>) -> usize {
+    pub(crate) fn add(&self, key: &LockKey, hold: Weak<dyn Listed>) -> usize {
         let mut entries = self.shard(key);
         match entries.free.pop() {
             Some(place) => {
@@ -114,6 +121,22 @@ impl Registry {
             // its memory).
             entries.places.clear();
             entries.free.clear();
+        }
+    }
+
+    /// `owner`'s holds of `key` are gone (the backend says so): their loss signals fire.
+    pub(crate) fn lose(&self, key: &LockKey, owner: &OwnerId) {
+        let holds: Vec<Arc<dyn Listed>> = self
+            .shard(key)
+            .places
+            .iter()
+            .flatten()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for hold in holds {
+            if hold.is_held_by(key, owner) {
+                hold.mark_lost();
+            }
         }
     }
 
@@ -149,6 +172,12 @@ mod tests {
     struct Shown(LockKey);
 
     impl Listed for Shown {
+        fn is_held_by(&self, key: &LockKey, _owner: &OwnerId) -> bool {
+            self.0 == *key
+        }
+
+        fn mark_lost(&self) {}
+
         fn local_view(&self) -> LocalHold {
             LocalHold {
                 key: self.0.clone(),

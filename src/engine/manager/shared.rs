@@ -23,7 +23,7 @@ pub(crate) struct ManagerInner {
     settings: Settings,
     renewals: Arc<Renewals>,
     /// Every live hold (for operators: `LockManager::local_holds`).
-    registry: Registry,
+    registry: Arc<Registry>,
     /// Whether last releases hand the lock to a local waiter: the backend hands over and
     /// the limit is not 0.
     hands_over: bool,
@@ -43,7 +43,8 @@ impl ManagerInner {
         let store = Store::new(backend);
         let capabilities = store.capabilities();
         let queues = WaitQueues::new(!capabilities.subscribes);
-        store.listen(Notices::new(queues.clone()));
+        let registry = Arc::new(Registry::default());
+        store.listen(Notices::new(queues.clone(), registry.clone()));
         let hands_over = capabilities.hands_over && settings.hand_over_limit > 0;
         let default_margin = settings.loss_margin.for_lease(settings.lease);
         ManagerInner {
@@ -53,7 +54,7 @@ impl ManagerInner {
             ids: Ids::new(),
             settings,
             renewals: Arc::default(),
-            registry: Registry::default(),
+            registry,
             hands_over,
             runtime: Handle::try_current()
                 .map(OnceLock::from)

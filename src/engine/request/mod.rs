@@ -215,7 +215,7 @@ impl LockRequest {
         };
         let want = self.want(key.clone());
         let sent = Instant::now();
-        match inner.store().acquire_now(&want.args(false), sent) {
+        match inner.store().acquire_now(&want.args(None), sent) {
             Some(Ok(Attempt::Acquired)) => {}
             // Busy, an error or no answer: the waiting path tries again (and queues).
             _ => return Err(self),

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs};
 use crate::engine::background::drop_safe::DropSafe;
 use crate::engine::background::unowned::{release_unowned, stop_waiting};
@@ -11,17 +13,30 @@ use crate::engine::request::acquire::want::Want;
 use crate::error::BackendError;
 
 /// One attempt, finished and undone in the background if it is dropped after it was sent
-/// (and a waiting writer's mark taken back). `waits`: the acquirer goes on waiting if the
-/// lock is busy.
+/// (and a waiting writer's mark taken back). `deadline`: when the acquirer stops waiting
+/// if the lock is busy (`None`: a single try). On a backend whose store queues waiters, an
+/// attempt dropped while it may still wait there is taken out of the store's queue at once.
 pub(in crate::engine) fn attempt(
     inner: &Arc<ManagerInner>,
     want: &Want,
-    waits: bool,
+    deadline: Option<Instant>,
 ) -> DropSafe<Result<Attempt, BackendError>> {
+    let waits = deadline.is_some();
+    let wait_left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
     let undo_inner = inner.clone();
     let (undo_key, undo_kind, undo_owner, lease) =
         (want.key.clone(), want.kind, want.owner.clone(), want.lease);
-    DropSafe::new(checked(inner, want.args(waits)), move |result| {
+    let in_store = waits && inner.store().capabilities().waits_in_store;
+    let abandon = in_store.then(|| {
+        let (inner, key, kind, owner) = (
+            inner.clone(),
+            want.key.clone(),
+            want.kind,
+            want.owner.clone(),
+        );
+        move || stop_waiting(inner, key, kind, owner)
+    });
+    let operation = DropSafe::new(checked(inner, want.args(wait_left)), move |result| {
         let marked = waits && undo_kind.rules().marks_waiting;
         // Busy or held back: nothing was taken (but a waiting writer may have marked its
         // wait).
@@ -43,7 +58,11 @@ pub(in crate::engine) fn attempt(
                 stop_waiting(undo_inner, undo_key, undo_kind, undo_owner).await;
             }
         }))
-    })
+    });
+    match abandon {
+        Some(abandon) => operation.on_abandon(abandon),
+        None => operation,
+    }
 }
 
 /// The backend's attempt; for a fenced lock, an error if the backend took the lock without

@@ -125,14 +125,17 @@ impl<'a> Acquisition<'a> {
         // unless the backend's own time limit comes first (a single try, or the common
         // long wait: no timer to set and cancel). Neither waits on a connection the
         // backend has found lost.
-        let bounded = self
-            .inner
-            .store()
-            .capabilities()
+        let capabilities = self.inner.store().capabilities();
+        let bounded = capabilities
             .attempt_time_limit
             .is_some_and(|limit| limit <= self.wait);
         let deadline = (!self.wait.is_zero() && !bounded).then_some(self.deadline);
-        let attempt = attempt(self.inner, self.want, !self.wait.is_zero());
+        // Where the store queues waiters itself, the first attempt is a single try: a
+        // request that waits does so from the local queue (its head in the store's), where
+        // it is counted and newcomers line up behind it.
+        let waits_until =
+            (!self.wait.is_zero() && !capabilities.waits_in_store).then_some(self.deadline);
+        let attempt = attempt(self.inner, self.want, waits_until);
         let answer = match deadline {
             Some(deadline) if self.waiting_already => answer_by(attempt, deadline).await,
             _ => answer_within(attempt, deadline, self.inner).await,
@@ -191,7 +194,8 @@ impl<'a> Acquisition<'a> {
                     // tried again. Given up at the deadline, the attempt may still land,
                     // and is undone in the background if it does (the owner id is not
                     // used again).
-                    match answer_by(attempt(inner, want, true), self.deadline).await {
+                    match answer_by(attempt(inner, want, Some(self.deadline)), self.deadline).await
+                    {
                         Err(_) => break,
                         Ok(Ok(attempt @ (Attempt::Acquired | Attempt::Fenced(_)))) => {
                             let claim = inner.queues().claim(&want.key, want.kind);

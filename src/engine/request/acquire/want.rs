@@ -39,21 +39,22 @@ pub(in crate::engine) struct Want {
 }
 
 impl Want {
-    /// The backend arguments of a first acquisition; `waits`: the acquirer goes on
-    /// waiting if it finds the lock busy.
+    /// The backend arguments of a first acquisition; `wait_left`: how long the acquirer
+    /// goes on waiting if it finds the lock busy (`None`: a single try).
     #[inline]
-    pub(in crate::engine) fn args(&self, waits: bool) -> AcquireArgs {
+    pub(in crate::engine) fn args(&self, wait_left: Option<Duration>) -> AcquireArgs {
         AcquireArgs {
             key: self.key.clone(),
             kind: self.kind,
             owner: self.owner.clone(),
             lease: self.lease,
             expected: 0,
-            waits,
+            waits: wait_left.is_some(),
             unless_recorded: self.unless_recorded,
             work: self.work.as_deref().cloned(),
             queue_timeout: Duration::ZERO,
             was_head: false,
+            wait_left: wait_left.unwrap_or_default(),
         }
     }
 

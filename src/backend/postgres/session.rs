@@ -1,0 +1,592 @@
+//! One session: a connection of its own on which this process holds advisory locks, driven
+//! by a task that runs its statements one after another and watches the socket between
+//! them, so that a session the server ends (a broken connection, `pg_terminate_backend`, a
+//! restart) is known at once and every hold on it is reported lost.
+//!
+//! The session's advisory locks live as long as it does: a grant is the server's answer to
+//! a statement on it, and the session is the lease's counterpart. What it holds is kept
+//! beside it, per advisory key, for one holder at a time ([`Holder`]): PostgreSQL lets a
+//! session re-take what it holds, so a key held here for one holder is never tried here for
+//! another.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use sqlx::postgres::{PgListener, PgPool};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::time::Instant;
+
+use super::advisory_key::AdvisoryKey;
+pub(super) use super::mode::Mode;
+use super::sql;
+use crate::error::BackendError;
+use crate::key::{LockKey, OwnerId};
+
+/// Who holds a key on a session: an owner, for one lock key (two lock keys may share an
+/// advisory key; their holds are kept apart).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Holder {
+    pub(super) owner: OwnerId,
+    pub(super) key: LockKey,
+}
+
+/// One holder's holds of one advisory key on a session.
+#[derive(Debug)]
+pub(super) struct KeyHold {
+    pub(super) holder: Holder,
+    /// The server's counts: each hold is one `pg_advisory_lock` (reentries included).
+    pub(super) exclusive: u32,
+    pub(super) shared: u32,
+    /// Acquisitions on their way, by mode: the key is kept for this holder meanwhile.
+    pending_exclusive: u32,
+    pending_shared: u32,
+    /// When the lease ends: the session frees the key then unless renewed.
+    pub(super) deadline: Instant,
+    /// The holder took it unless recorded and has a row in the records table.
+    pub(super) work_row: bool,
+}
+
+impl KeyHold {
+    pub(super) fn count(&self, mode: Mode) -> u32 {
+        match mode {
+            Mode::Exclusive => self.exclusive,
+            Mode::Shared => self.shared,
+        }
+    }
+
+    pub(super) fn count_mut(&mut self, mode: Mode) -> &mut u32 {
+        match mode {
+            Mode::Exclusive => &mut self.exclusive,
+            Mode::Shared => &mut self.shared,
+        }
+    }
+
+    fn pending_mut(&mut self, mode: Mode) -> &mut u32 {
+        match mode {
+            Mode::Exclusive => &mut self.pending_exclusive,
+            Mode::Shared => &mut self.pending_shared,
+        }
+    }
+
+    /// Holds now.
+    pub(super) fn total(&self) -> u32 {
+        self.exclusive + self.shared
+    }
+
+    fn is_empty(&self) -> bool {
+        self.total() == 0 && self.pending_exclusive == 0 && self.pending_shared == 0
+    }
+}
+
+/// A waiting acquisition: the statement that waits in the server's queue, and whether its
+/// acquirer left (a cancel was asked for).
+#[derive(Debug, Default)]
+pub(super) struct WaitCtl {
+    pub(super) left: AtomicBool,
+    pub(super) wake: Notify,
+    /// The session it waits on, once its statement is sent.
+    pub(super) on: Mutex<Option<Arc<Session>>>,
+}
+
+impl WaitCtl {
+    pub(super) fn has_left(&self) -> bool {
+        self.left.load(Ordering::Acquire)
+    }
+}
+
+/// What a session holds and does now.
+#[derive(Debug, Default)]
+pub(super) struct SessionState {
+    /// Per key, its holders here: one holder, or several that all read (readers of this
+    /// process share a session's shared hold; a try there is refused while a writer waits in
+    /// the server's queue, as on a session of its own).
+    holds: HashMap<AdvisoryKey, Vec<KeyHold>>,
+    /// A statement waiting in the server's lock queue (nothing else is sent meanwhile).
+    pub(super) waiting: Option<Arc<WaitCtl>>,
+    /// A cancel was sent for the waiting statement.
+    pub(super) cancel_sent: bool,
+    /// Since when it has held nothing (for retiring idle sessions).
+    pub(super) empty_since: Option<Instant>,
+}
+
+impl SessionState {
+    /// `holder`'s holds of `key` here.
+    pub(super) fn hold(&self, key: AdvisoryKey, holder: &Holder) -> Option<&KeyHold> {
+        self.holds
+            .get(&key)?
+            .iter()
+            .find(|hold| hold.holder == *holder)
+    }
+
+    pub(super) fn hold_mut(&mut self, key: AdvisoryKey, holder: &Holder) -> Option<&mut KeyHold> {
+        self.holds
+            .get_mut(&key)?
+            .iter_mut()
+            .find(|hold| hold.holder == *holder)
+    }
+
+    /// Whether anyone holds or is taking `key` here.
+    pub(super) fn has_key(&self, key: AdvisoryKey) -> bool {
+        self.holds.contains_key(&key)
+    }
+
+    /// Whether `key` is held or being taken here exclusively (by anyone).
+    pub(super) fn exclusive(&self, key: AdvisoryKey) -> bool {
+        self.holds.get(&key).is_some_and(|holds| {
+            holds
+                .iter()
+                .any(|hold| hold.exclusive > 0 || hold.pending_exclusive > 0)
+        })
+    }
+
+    /// Whether it holds or is taking anything.
+    pub(super) fn is_empty(&self) -> bool {
+        self.holds.is_empty()
+    }
+
+    /// Every holder's holds.
+    pub(super) fn each_hold(&self) -> impl Iterator<Item = (AdvisoryKey, &KeyHold)> {
+        self.holds
+            .iter()
+            .flat_map(|(key, holds)| holds.iter().map(move |hold| (*key, hold)))
+    }
+
+    /// Drops the entries of `key` with nothing held or on its way; notes when the session
+    /// became empty.
+    pub(super) fn tidy(&mut self, key: AdvisoryKey) {
+        if let Some(holds) = self.holds.get_mut(&key) {
+            holds.retain(|hold| !hold.is_empty());
+            if holds.is_empty() {
+                self.holds.remove(&key);
+            }
+        }
+        if self.holds.is_empty() && self.waiting.is_none() && self.empty_since.is_none() {
+            self.empty_since = Some(Instant::now());
+        }
+    }
+
+    /// Takes every hold out (the session ended), with what was held.
+    fn drain(&mut self) -> Vec<KeyHold> {
+        self.holds
+            .drain()
+            .flat_map(|(_, holds)| holds)
+            .filter(|hold| hold.total() > 0)
+            .collect()
+    }
+}
+
+/// A statement (or several) run on the session's connection.
+type Job = Box<dyn for<'c> FnOnce(&'c mut PgListener) -> ConnFuture<'c, ()> + Send>;
+
+/// A statement's future, borrowing the session's connection.
+pub(super) type ConnFuture<'c, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'c>>;
+
+/// What the session tells the set it belongs to.
+pub(super) trait SessionEvents: Send + Sync {
+    /// It may have become free for other work (a key or a wait ended).
+    fn freed(&self);
+    /// It ended; these holds went with it.
+    fn ended(&self, session: &Session, lost: Vec<Holder>);
+}
+
+/// How long a keep-alive may take before the session is taken for dead.
+pub(super) const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One session.
+pub(super) struct Session {
+    pub(super) id: u64,
+    /// Its server process (what `pg_locks` shows, and what a cancel names).
+    pub(super) pid: i32,
+    jobs: mpsc::UnboundedSender<Job>,
+    state: Mutex<SessionState>,
+    alive: AtomicBool,
+    /// Jobs sent and not finished.
+    in_flight: AtomicUsize,
+    /// The earliest lease end may have moved.
+    deadlines_moved: Notify,
+    /// Held while a cancel of the waiting statement is being sent: the task waits for it
+    /// before sending anything else.
+    cancel_gate: tokio::sync::Mutex<()>,
+    /// When a statement last came back (a keep-alive answered from it if recent).
+    last_answer: Mutex<Instant>,
+    /// Statements sent on every session of the backend.
+    statements: Arc<AtomicU64>,
+    /// A number no other session has: what the records table names a holder's session by
+    /// (a process id may be used again after the session ends).
+    pub(super) token: i64,
+    events: Arc<dyn SessionEvents>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("pid", &self.pid)
+            .field("alive", &self.is_alive())
+            .finish()
+    }
+}
+
+impl Session {
+    /// Opens a session on a connection of `pool` (a pool of its own, closed with it), and
+    /// starts its task.
+    pub(super) async fn open(
+        id: u64,
+        pool: PgPool,
+        statements: Arc<AtomicU64>,
+        events: Arc<dyn SessionEvents>,
+    ) -> Result<Arc<Session>, sqlx::Error> {
+        let mut conn = PgListener::connect_with(&pool).await?;
+        conn.ignore_pool_close_event(true);
+        conn.eager_reconnect(false);
+        let pid: i32 = sqlx::query_scalar(sql::SESSION_SETUP)
+            .fetch_one(&mut conn)
+            .await?;
+        statements.fetch_add(1, Ordering::Relaxed);
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let session = Arc::new(Session {
+            id,
+            pid,
+            jobs,
+            state: Mutex::new(SessionState {
+                empty_since: Some(Instant::now()),
+                ..SessionState::default()
+            }),
+            alive: AtomicBool::new(true),
+            in_flight: AtomicUsize::new(0),
+            deadlines_moved: Notify::new(),
+            cancel_gate: tokio::sync::Mutex::new(()),
+            last_answer: Mutex::new(Instant::now()),
+            statements,
+            token: uuid::Uuid::new_v4().as_u64_pair().0 as i64,
+            events: events.clone(),
+        });
+        tokio::spawn(drive(session.clone(), conn, queue, pool, events));
+        Ok(session)
+    }
+
+    pub(super) fn state(&self) -> MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Takes the session for dead: its task ends after the job under way, and its
+    /// connection is closed.
+    pub(super) fn kill(&self) {
+        self.alive.store(false, Ordering::Release);
+        self.deadlines_moved.notify_one();
+    }
+
+    /// Keeps `key` here for `holder` while an acquisition in `mode` is on its way (ended
+    /// by [`settle`](Self::settle)).
+    pub(super) fn keep(&self, key: AdvisoryKey, holder: &Holder, mode: Mode) {
+        let mut state = self.state();
+        state.empty_since = None;
+        let holds = state.holds.entry(key).or_default();
+        let hold = match holds.iter().position(|hold| hold.holder == *holder) {
+            Some(at) => &mut holds[at],
+            None => {
+                holds.push(KeyHold {
+                    holder: holder.clone(),
+                    exclusive: 0,
+                    shared: 0,
+                    pending_exclusive: 0,
+                    pending_shared: 0,
+                    deadline: Instant::now(),
+                    work_row: false,
+                });
+                holds.last_mut().expect("just pushed")
+            }
+        };
+        *hold.pending_mut(mode) += 1;
+    }
+
+    /// An acquisition of `key` in `mode` by `holder` on its way here ended: the key is no
+    /// longer kept for it, and if it took the lock (`held_until`: its lease end) the holder
+    /// has one hold more. Runs inside the acquisition's statement job, so that what the
+    /// server did is counted even if the caller went away.
+    pub(super) fn settle(
+        &self,
+        key: AdvisoryKey,
+        holder: &Holder,
+        mode: Mode,
+        held_until: Option<Instant>,
+    ) {
+        {
+            let mut state = self.state();
+            if let Some(hold) = state.hold_mut(key, holder) {
+                let pending = hold.pending_mut(mode);
+                *pending = pending.saturating_sub(1);
+                if let Some(until) = held_until {
+                    *hold.count_mut(mode) += 1;
+                    hold.deadline = until;
+                }
+            }
+            state.tidy(key);
+        }
+        if held_until.is_some() {
+            self.deadlines_moved();
+        }
+        self.events.freed();
+    }
+
+    /// Tells the set that this session may be free for other work.
+    pub(super) fn freed(&self) {
+        self.events.freed();
+    }
+
+    /// A lease end moved (a new hold, a renewal): the task looks again.
+    pub(super) fn deadlines_moved(&self) {
+        self.deadlines_moved.notify_one();
+    }
+
+    /// Runs `statement` on the session's connection after the statements sent before it,
+    /// and answers its result. The statement runs to its end even if the caller goes away
+    /// (what it does to the session's state, it does inside). An error that ends the
+    /// connection ends the session.
+    pub(super) async fn run<T, F>(self: &Arc<Self>, statement: F) -> Result<T, SessionError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgListener) -> ConnFuture<'c, Result<T, sqlx::Error>>
+            + Send
+            + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let session = self.clone();
+        let job: Job = Box::new(move |conn| {
+            Box::pin(async move {
+                session.statements.fetch_add(1, Ordering::Relaxed);
+                let result = statement(conn).await;
+                match &result {
+                    Err(error) if sql::ends_session(error) => session.kill(),
+                    _ => {
+                        *session
+                            .last_answer
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner()) = Instant::now()
+                    }
+                }
+                session.in_flight.fetch_sub(1, Ordering::Relaxed);
+                let _ = reply.send(result);
+            })
+        });
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if !self.is_alive() || self.jobs.send(job).is_err() {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            return Err(SessionError::Ended);
+        }
+        match answer.await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(SessionError::Sql(error)),
+            Err(_) => Err(SessionError::Ended),
+        }
+    }
+
+    /// Whether the session still answers: at once if a statement came back within
+    /// `recent`, else after a keep-alive statement (at most [`KEEP_ALIVE_TIMEOUT`]: a
+    /// session that does not answer by then is taken for dead).
+    pub(super) async fn keep_alive(self: &Arc<Self>, recent: Duration) -> bool {
+        if !self.is_alive() {
+            return false;
+        }
+        let last = *self.last_answer.lock().unwrap_or_else(|e| e.into_inner());
+        if last.elapsed() < recent {
+            return true;
+        }
+        let session = self.clone();
+        let answered = self
+            .run(move |conn| {
+                Box::pin(async move {
+                    match tokio::time::timeout(
+                        KEEP_ALIVE_TIMEOUT,
+                        sqlx::query(sql::KEEP_ALIVE).execute(&mut *conn),
+                    )
+                    .await
+                    {
+                        Ok(result) => result.map(|_| ()),
+                        Err(_) => {
+                            // The statement is cut off mid-way: the connection is unusable.
+                            session.kill();
+                            Err(sqlx::Error::Protocol("no answer to a keep-alive".into()))
+                        }
+                    }
+                })
+            })
+            .await;
+        answered.is_ok() && self.is_alive()
+    }
+
+    /// The wait on its way on this session (`ctl`) ended without an answer the caller
+    /// could see: the task waits for a cancel being sent, and retires the session if a
+    /// cancel was sent that the server may not have used yet (it would cut off the next
+    /// statement). `canceled`: the waiting statement was cut off by the cancel.
+    pub(super) async fn wait_ended(&self, ctl: &Arc<WaitCtl>, canceled: bool) {
+        let cancel_sent = {
+            let mut state = self.state();
+            if state
+                .waiting
+                .as_ref()
+                .is_some_and(|waiting| Arc::ptr_eq(waiting, ctl))
+            {
+                state.waiting = None;
+            }
+            std::mem::take(&mut state.cancel_sent)
+        };
+        // A cancel being sent now was asked while the statement waited: let it finish.
+        drop(self.cancel_gate.lock().await);
+        if cancel_sent && !canceled {
+            self.kill();
+        }
+    }
+
+    /// Sends a cancel for the waiting statement `ctl` through `via` (another connection),
+    /// if it still waits on this session.
+    pub(super) async fn cancel(&self, ctl: &Arc<WaitCtl>, via: &PgPool) {
+        let _gate = self.cancel_gate.lock().await;
+        {
+            let mut state = self.state();
+            let waits = state
+                .waiting
+                .as_ref()
+                .is_some_and(|waiting| Arc::ptr_eq(waiting, ctl));
+            if !waits {
+                return;
+            }
+            state.cancel_sent = true;
+        }
+        let sent = sqlx::query(sql::CANCEL).bind(self.pid).execute(via).await;
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        if sent.is_err() {
+            // Not sent: the wait ends with its lock timeout.
+            tracing::debug!(target: crate::telemetry::TARGET, "tower-lock: a PostgreSQL wait could not be cancelled; it ends with its lock timeout");
+        }
+    }
+
+    /// The earliest lease end among its holds.
+    fn next_deadline(&self) -> Option<Instant> {
+        self.state()
+            .each_hold()
+            .filter(|(_, hold)| hold.total() > 0)
+            .map(|(_, hold)| hold.deadline)
+            .min()
+    }
+}
+
+/// Why a statement on a session has no answer.
+#[derive(Debug)]
+pub(super) enum SessionError {
+    /// The session ended (before or while it ran): whatever it held is gone.
+    Ended,
+    /// The statement failed (the session may have ended with it: see `is_alive`).
+    Sql(sqlx::Error),
+}
+
+impl SessionError {
+    pub(super) fn into_backend_error(self, what: &str) -> BackendError {
+        match self {
+            SessionError::Ended => BackendError::new(format!(
+                "PostgreSQL ended the session that {what} (a broken connection, a terminated \
+                 backend or a restart)"
+            )),
+            SessionError::Sql(error) => {
+                BackendError::with_source(format!("PostgreSQL failed to {what}"), error)
+            }
+        }
+    }
+}
+
+/// The session's task: runs its jobs, frees holds whose lease ended, and watches the
+/// socket between statements; then closes the connection and reports what was held.
+async fn drive(
+    session: Arc<Session>,
+    mut conn: PgListener,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    pool: PgPool,
+    events: Arc<dyn SessionEvents>,
+) {
+    while session.is_alive() {
+        let moved = session.deadlines_moved.notified();
+        let next = session.next_deadline();
+        tokio::select! {
+            biased;
+            job = jobs.recv() => match job {
+                Some(job) => job(&mut conn).await,
+                None => break,
+            },
+            _ = moved => {}
+            _ = sleep_until(next) => expire(&session, &mut conn, &*events).await,
+            message = conn.try_recv() => match message {
+                // No channel is listened to; a notification is nothing to act on.
+                Ok(Some(_)) => {}
+                // The server closed the connection (terminated, shut down) or it broke.
+                Ok(None) | Err(_) => session.kill(),
+            },
+        }
+    }
+    session.kill();
+    // Jobs still queued are dropped: their callers are told the session ended.
+    jobs.close();
+    let lost: Vec<Holder> = {
+        let mut state = session.state();
+        state.waiting = None;
+        state.drain().into_iter().map(|hold| hold.holder).collect()
+    };
+    // Closed, not returned to a pool: whatever the server still has for it goes with it.
+    drop(conn);
+    pool.close().await;
+    events.ended(&session, lost);
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Frees the holds whose lease ended (a fixed lease, or a watchdog that could not renew):
+/// the server has no leases, so the session ends them at their time.
+async fn expire(session: &Arc<Session>, conn: &mut PgListener, events: &dyn SessionEvents) {
+    let now = Instant::now();
+    let due: Vec<(AdvisoryKey, Holder, u32, u32)> = session
+        .state()
+        .each_hold()
+        .filter(|(_, hold)| hold.total() > 0 && hold.deadline <= now)
+        .map(|(key, hold)| (key, hold.holder.clone(), hold.exclusive, hold.shared))
+        .collect();
+    for (key, holder, exclusive, shared) in due {
+        let mut freed = true;
+        for (mode, count) in [(Mode::Exclusive, exclusive), (Mode::Shared, shared)] {
+            for _ in 0..count {
+                session.statements.fetch_add(1, Ordering::Relaxed);
+                let unlocked = sql::unlock(key, mode).fetch_one(&mut *conn).await;
+                if let Err(error) = &unlocked {
+                    freed = false;
+                    if sql::ends_session(error) {
+                        session.kill();
+                        return;
+                    }
+                }
+            }
+        }
+        let mut state = session.state();
+        if freed {
+            if let Some(hold) = state.hold_mut(key, &holder) {
+                hold.exclusive = 0;
+                hold.shared = 0;
+            }
+            state.tidy(key);
+        }
+    }
+    events.freed();
+}

@@ -1,0 +1,430 @@
+//! The backend's sessions: at most `max_sessions` connections of its own, each holding the
+//! locks of many holders (one holder per key per session), and up to all but one of them
+//! waiting in the server's lock queue for one acquisition each. A holder's next statements
+//! go to the session that holds its key; a try goes to the least busy session that holds
+//! nothing of the key for another holder; a wait to a session that holds nothing at all
+//! (a wait occupies its connection until it ends, and a session that waits for one key
+//! while it holds another could join a deadlock).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::advisory_key::AdvisoryKey;
+use super::mode::Mode;
+use super::session::{Holder, Session, SessionEvents, WaitCtl};
+use crate::backend::Notices;
+use crate::error::BackendError;
+use crate::telemetry::TARGET;
+
+/// How long opening a connection may take.
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A session that has held nothing this long is closed (one always stays).
+const IDLE_RETIRE: Duration = Duration::from_secs(60);
+
+/// The sessions of one backend.
+pub(super) struct Sessions {
+    options: PgConnectOptions,
+    max: usize,
+    /// A small pool beside the sessions: cancels, inspection, the tables.
+    control: PgPool,
+    set: Mutex<SessionSet>,
+    /// A session may have become free (a key or a wait ended, one closed).
+    freed: Notify,
+    notices: OnceLock<Notices>,
+    next_id: AtomicU64,
+    /// Statements sent on the sessions (tests read it: an idle waiter sends none).
+    statements: Arc<AtomicU64>,
+    /// The last connection attempt failed: new acquisitions fail at once until one
+    /// succeeds (queued ones ride it out).
+    down: AtomicBool,
+    probing: AtomicBool,
+    me: Weak<Sessions>,
+}
+
+#[derive(Default)]
+struct SessionSet {
+    live: Vec<Arc<Session>>,
+    opening: usize,
+}
+
+/// How a session chosen for a try holds the key already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Share {
+    /// Not at all.
+    Fresh,
+    /// For this holder, in a mode this one may join (a writer's read).
+    Own,
+    /// For other holders, all reading.
+    Readers,
+}
+
+/// Where a key is found for a holder.
+pub(super) enum Found {
+    /// On this session, for this holder.
+    Held(Arc<Session>),
+    /// Nowhere.
+    Nowhere,
+}
+
+impl Sessions {
+    pub(super) fn new(options: PgConnectOptions, max: usize) -> Arc<Sessions> {
+        let control = PgPoolOptions::new()
+            .max_connections(2)
+            .min_connections(0)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .idle_timeout(Some(IDLE_RETIRE))
+            .connect_lazy_with(options.clone());
+        Arc::new_cyclic(|me| Sessions {
+            options,
+            max: max.max(2),
+            control,
+            set: Mutex::new(SessionSet::default()),
+            freed: Notify::new(),
+            notices: OnceLock::new(),
+            next_id: AtomicU64::new(1),
+            statements: Arc::new(AtomicU64::new(0)),
+            down: AtomicBool::new(false),
+            probing: AtomicBool::new(false),
+            me: me.clone(),
+        })
+    }
+
+    pub(super) fn control(&self) -> &PgPool {
+        &self.control
+    }
+
+    pub(super) fn listen(&self, notices: Notices) {
+        let _ = self.notices.set(notices);
+    }
+
+    pub(super) fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn is_available(&self) -> bool {
+        !self.down.load(Ordering::Acquire)
+    }
+
+    /// Sessions open now.
+    pub(super) fn open_sessions(&self) -> usize {
+        self.set().live.len()
+    }
+
+    fn set(&self) -> MutexGuard<'_, SessionSet> {
+        self.set.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session that holds (or is taking) `key` for `holder`.
+    pub(super) fn find(&self, key: AdvisoryKey, holder: &Holder) -> Found {
+        let set = self.set();
+        for session in &set.live {
+            if !session.is_alive() {
+                continue;
+            }
+            if session.state().hold(key, holder).is_some() {
+                return Found::Held(session.clone());
+            }
+        }
+        Found::Nowhere
+    }
+
+    /// A session for a try of `key` by `holder` in `mode`, with the key kept for the
+    /// holder: the one where the holder has it in a mode that allows this one (a writer may
+    /// read; a reader may not write, here or elsewhere); for a read, one where only readers
+    /// hold it; else the least busy that holds nothing of the key. `None`: no session may
+    /// take it (every one holds it for other holders, or waits) and no other may be opened.
+    pub(super) async fn for_try(
+        &self,
+        key: AdvisoryKey,
+        holder: &Holder,
+        mode: Mode,
+    ) -> Result<Option<(Arc<Session>, Share)>, BackendError> {
+        {
+            let mut set = self.set();
+            self.retire_idle(&mut set);
+            let mut readers: Option<&Arc<Session>> = None;
+            let mut best: Option<&Arc<Session>> = None;
+            for session in &set.live {
+                if !session.is_alive() {
+                    continue;
+                }
+                let state = session.state();
+                if let Some(hold) = state.hold(key, holder) {
+                    if hold.exclusive > 0 || mode == Mode::Shared {
+                        drop(state);
+                        session.keep(key, holder, mode);
+                        return Ok(Some((session.clone(), Share::Own)));
+                    }
+                    continue;
+                }
+                if state.waiting.is_some() {
+                    continue;
+                }
+                if state.has_key(key) {
+                    if mode == Mode::Shared && !state.exclusive(key) && readers.is_none() {
+                        readers = Some(session);
+                    }
+                    continue;
+                }
+                if best.is_none_or(|best| session.in_flight() < best.in_flight()) {
+                    best = Some(session);
+                }
+            }
+            if let Some(session) = readers {
+                let session = session.clone();
+                session.keep(key, holder, mode);
+                return Ok(Some((session, Share::Readers)));
+            }
+            let idle = best.filter(|session| session.in_flight() == 0);
+            let room = set.live.len() + set.opening < self.max;
+            match (idle, best, room) {
+                (Some(session), _, _) | (None, Some(session), false) => {
+                    let session = session.clone();
+                    session.keep(key, holder, mode);
+                    return Ok(Some((session, Share::Fresh)));
+                }
+                (None, None, false) => return Ok(None),
+                (None, _, true) => set.opening += 1,
+            }
+        }
+        let session = self.open().await?;
+        session.keep(key, holder, mode);
+        self.set().live.push(session.clone());
+        Ok(Some((session, Share::Fresh)))
+    }
+
+    /// A session for `holder` to wait on for `key`, marked as waiting for `ctl`, with the
+    /// key kept for the holder: one that holds nothing and does nothing, or a new one
+    /// (all but one session may wait). Waits for one to come free until `until`; `None`
+    /// then, or if the acquirer left.
+    pub(super) async fn for_wait(
+        &self,
+        key: AdvisoryKey,
+        holder: &Holder,
+        mode: Mode,
+        ctl: &Arc<WaitCtl>,
+        until: Instant,
+    ) -> Result<Option<Arc<Session>>, BackendError> {
+        loop {
+            let freed = self.freed.notified();
+            let left = ctl.wake.notified();
+            tokio::pin!(freed, left);
+            freed.as_mut().enable();
+            left.as_mut().enable();
+            if ctl.has_left() || Instant::now() >= until {
+                return Ok(None);
+            }
+            let open = {
+                let mut set = self.set();
+                self.retire_idle(&mut set);
+                let free = set.live.iter().find(|session| {
+                    let state = session.state();
+                    session.is_alive()
+                        && state.is_empty()
+                        && state.waiting.is_none()
+                        && session.in_flight() == 0
+                });
+                if let Some(session) = free {
+                    let session = session.clone();
+                    take_for_wait(&session, key, holder, mode, ctl);
+                    return Ok(Some(session));
+                }
+                let waiting = set
+                    .live
+                    .iter()
+                    .filter(|session| session.state().waiting.is_some())
+                    .count();
+                let room = set.live.len() + set.opening < self.max && waiting + 1 < self.max;
+                if room {
+                    set.opening += 1;
+                }
+                room
+            };
+            if open {
+                let session = self.open().await?;
+                take_for_wait(&session, key, holder, mode, ctl);
+                self.set().live.push(session.clone());
+                return Ok(Some(session));
+            }
+            tokio::select! {
+                _ = freed => {}
+                _ = left => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    /// Opens a session (the caller counted it in `opening`).
+    async fn open(&self) -> Result<Arc<Session>, BackendError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .test_before_acquire(false)
+            .connect_lazy_with(self.options.clone());
+        let events: Arc<dyn SessionEvents> = Arc::new(Events(self.me.clone()));
+        let opened = Session::open(id, pool, self.statements.clone(), events).await;
+        self.set().opening -= 1;
+        match opened {
+            Ok(session) => {
+                self.down.store(false, Ordering::Release);
+                Ok(session)
+            }
+            Err(error) => {
+                self.freed.notify_waiters();
+                self.went_down();
+                Err(BackendError::with_source(
+                    "could not open a PostgreSQL connection for locks",
+                    error,
+                ))
+            }
+        }
+    }
+
+    /// A connection failed: new acquisitions fail at once until the server answers again
+    /// (a probe every so often, started once).
+    fn went_down(&self) {
+        self.down.store(true, Ordering::Release);
+        if self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(100);
+            loop {
+                tokio::time::sleep(pause).await;
+                let answered = sqlx::query(super::sql::KEEP_ALIVE)
+                    .execute(&me.control)
+                    .await
+                    .is_ok();
+                if answered {
+                    break;
+                }
+                pause = (pause * 2).min(Duration::from_secs(2));
+                if Arc::strong_count(&me) == 1 {
+                    // The backend is gone.
+                    return;
+                }
+            }
+            me.down.store(false, Ordering::Release);
+            me.probing.store(false, Ordering::Release);
+            tracing::info!(target: TARGET, "tower-lock: PostgreSQL answers again");
+            if let Some(notices) = me.notices.get() {
+                notices.resync();
+            }
+            me.freed.notify_waiters();
+        });
+    }
+
+    /// Closes sessions that held nothing for a while (keeping one).
+    fn retire_idle(&self, set: &mut SessionSet) {
+        set.live.retain(|session| session.is_alive());
+        if set.live.len() <= 1 {
+            return;
+        }
+        let now = Instant::now();
+        let mut keep = set.live.len();
+        for session in &set.live {
+            if keep <= 1 {
+                break;
+            }
+            let state = session.state();
+            let idle = state.is_empty()
+                && state.waiting.is_none()
+                && session.in_flight() == 0
+                && state
+                    .empty_since
+                    .is_some_and(|since| now.duration_since(since) >= IDLE_RETIRE);
+            if idle {
+                session.kill();
+                keep -= 1;
+            }
+        }
+        set.live.retain(|session| session.is_alive());
+    }
+
+    /// Every hold of this backend's sessions (for inspection: the server knows sessions,
+    /// the backend knows their holders).
+    pub(super) fn holders_on(&self, pid: i32) -> Vec<(AdvisoryKey, Holder, u32, u32, Instant)> {
+        let set = self.set();
+        set.live
+            .iter()
+            .filter(|session| session.pid == pid)
+            .flat_map(|session| {
+                session
+                    .state()
+                    .each_hold()
+                    .map(|(key, hold)| {
+                        let holder = hold.holder.clone();
+                        (key, holder, hold.exclusive, hold.shared, hold.deadline)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Sends a cancel for the wait `ctl`, if it waits on a session now.
+    pub(super) async fn cancel(&self, ctl: &Arc<WaitCtl>) {
+        let on = ctl.on.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(session) = on {
+            session.cancel(ctl, &self.control).await;
+        }
+    }
+}
+
+/// Marks `session` as waiting for `ctl`, with `key` kept for `holder`.
+fn take_for_wait(
+    session: &Arc<Session>,
+    key: AdvisoryKey,
+    holder: &Holder,
+    mode: Mode,
+    ctl: &Arc<WaitCtl>,
+) {
+    session.keep(key, holder, mode);
+    session.state().waiting = Some(ctl.clone());
+    *ctl.on.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
+}
+
+/// What sessions tell their set.
+struct Events(Weak<Sessions>);
+
+impl SessionEvents for Events {
+    fn freed(&self) {
+        if let Some(sessions) = self.0.upgrade() {
+            sessions.freed.notify_waiters();
+        }
+    }
+
+    fn ended(&self, session: &Session, lost: Vec<Holder>) {
+        let Some(sessions) = self.0.upgrade() else {
+            return;
+        };
+        sessions
+            .set()
+            .live
+            .retain(|live| !std::ptr::eq(Arc::as_ptr(live), session));
+        if !lost.is_empty() {
+            tracing::warn!(
+                target: TARGET,
+                holds = lost.len(),
+                "tower-lock: a PostgreSQL session ended with locks held; their holders are told they lost them"
+            );
+            if let Some(notices) = sessions.notices.get() {
+                for holder in &lost {
+                    notices.lost(&holder.key, &holder.owner);
+                }
+            }
+        }
+        sessions.freed.notify_waiters();
+    }
+}
