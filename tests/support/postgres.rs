@@ -4,10 +4,12 @@
 //! or when the test process dies (it runs under a shell that stops it once our stdin pipe
 //! closes). As root, it runs as the `postgres` user (PostgreSQL refuses root).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::sync::Mutex;
 
 /// How to get PostgreSQL, in every failure message.
 const INSTALL_HINT: &str = "PostgreSQL is needed for this test: install Debian's package with \
@@ -17,6 +19,7 @@ const INSTALL_HINT: &str = "PostgreSQL is needed for this test: install Debian's
 pub struct Postgres {
     port: u16,
     process: Option<(Child, ChildStdin)>,
+    lines: Mutex<Receiver<String>>,
 }
 
 impl Postgres {
@@ -52,13 +55,18 @@ impl Postgres {
             .status()
             .unwrap_or_else(|e| panic!("run initdb: {e}. {INSTALL_HINT}"));
         assert!(status.success(), "initdb failed ({status})");
-        // The shell starts postgres, waits for our stdin to close (a drop, or our death),
-        // then stops it fast and removes the directory.
+        // The shell starts postgres and reads commands on its stdin (`stop`, `start`): at
+        // its end (a drop, or our death) it stops postgres fast and removes the directory.
         let script = format!(
-            "'{postgres}' -D '{data}' -p {port} -k '{dir}' -c listen_addresses=127.0.0.1 \
+            "run() {{ '{postgres}' -D '{data}' -p {port} -k '{dir}' -c listen_addresses=127.0.0.1 \
              -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c max_connections=400 2>&1 & pid=$!; \
-             cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
+             -c max_connections=400 2>&1 & pid=$!; }}; run; \
+             while read -r command; do \
+               case \"$command\" in \
+                 stop) kill -INT $pid; wait $pid; echo stopped;; \
+                 start) run;; \
+               esac; \
+             done; kill -INT $pid; wait $pid; rm -rf '{dir}'",
             postgres = bin.join("postgres").display(),
             data = data.display(),
             dir = dir.display(),
@@ -73,26 +81,61 @@ impl Postgres {
         let mut child = shell.spawn().expect("start postgres");
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        // Ready once the server logs so (its log goes to our pipe; drained afterwards).
-        let mut lines = BufReader::new(stdout).lines();
-        let mut log = Vec::new();
-        loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    let ready = line.contains("ready to accept connections");
-                    log.push(line);
-                    if ready {
-                        break;
-                    }
+        // The log goes to our pipe: a thread reads it and passes each line on.
+        let (lines_tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
                 }
-                _ => panic!("postgres did not start:\n{}", log.join("\n")),
             }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Postgres {
+        });
+        let server = Postgres {
             port,
             process: Some((child, stdin)),
+            lines: Mutex::new(lines),
+        };
+        server.wait_for_log("ready to accept connections");
+        server
+    }
+
+    /// Waits until the server's log has a line containing `what`.
+    fn wait_for_log(&self, what: &str) {
+        let lines = self.lines.lock().unwrap();
+        let mut log = Vec::new();
+        loop {
+            match lines.recv() {
+                Ok(line) => {
+                    let found = line.contains(what);
+                    log.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => panic!("postgres ended before `{what}`:\n{}", log.join("\n")),
+            }
         }
+    }
+
+    fn command(&self, command: &str) {
+        let (_, stdin) = self.process.as_ref().expect("running");
+        let mut stdin = stdin;
+        writeln!(stdin, "{command}").expect("tell the postgres shell");
+    }
+
+    /// Stops the server (a fast shutdown: sessions are ended); returns once it is down.
+    #[allow(dead_code)] // not every test binary restarts PostgreSQL
+    pub fn stop(&self) {
+        self.command("stop");
+        self.wait_for_log("stopped");
+    }
+
+    /// Starts the stopped server again on the same port and data; returns once it accepts
+    /// connections.
+    #[allow(dead_code)] // not every test binary restarts PostgreSQL
+    pub fn start_again(&self) {
+        self.command("start");
+        self.wait_for_log("ready to accept connections");
     }
 
     /// The connection URL (database `postgres`, user `tower`).

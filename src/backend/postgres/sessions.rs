@@ -192,9 +192,7 @@ impl Sessions {
                 (None, _, true) => set.opening += 1,
             }
         }
-        let session = self.open().await?;
-        session.keep(key, holder, mode);
-        self.set().live.push(session.clone());
+        let session = self.open(|session| session.keep(key, holder, mode)).await?;
         Ok(Some((session, Share::Fresh)))
     }
 
@@ -246,9 +244,9 @@ impl Sessions {
                 room
             };
             if open {
-                let session = self.open().await?;
-                take_for_wait(&session, key, holder, mode, ctl);
-                self.set().live.push(session.clone());
+                let session = self
+                    .open(|session| take_for_wait(session, key, holder, mode, ctl))
+                    .await?;
                 return Ok(Some(session));
             }
             tokio::select! {
@@ -259,8 +257,21 @@ impl Sessions {
         }
     }
 
-    /// Opens a session (the caller counted it in `opening`).
-    async fn open(&self) -> Result<Arc<Session>, BackendError> {
+    /// Opens a session (the caller counted it in `opening`), and once `prepare` has set it
+    /// up (keeping a key, marking a wait) makes it one of the live sessions; the count is
+    /// given back however this ends, a dropped caller included.
+    async fn open(
+        &self,
+        prepare: impl FnOnce(&Arc<Session>),
+    ) -> Result<Arc<Session>, BackendError> {
+        struct Opening<'a>(&'a Sessions);
+        impl Drop for Opening<'_> {
+            fn drop(&mut self) {
+                self.0.set().opening -= 1;
+                self.0.freed.notify_waiters();
+            }
+        }
+        let opening = Opening(self);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let pool = PgPoolOptions::new()
             .max_connections(1)
@@ -271,15 +282,20 @@ impl Sessions {
             .test_before_acquire(false)
             .connect_lazy_with(self.options.clone());
         let events: Arc<dyn SessionEvents> = Arc::new(Events(self.me.clone()));
-        let opened = Session::open(id, pool, self.statements.clone(), events).await;
-        self.set().opening -= 1;
-        match opened {
+        match Session::open(id, pool, self.statements.clone(), events).await {
             Ok(session) => {
                 self.down.store(false, Ordering::Release);
+                prepare(&session);
+                // Live and no longer opening in one step: the count never exceeds the most.
+                let mut set = self.set();
+                set.live.push(session.clone());
+                set.opening -= 1;
+                drop(set);
+                std::mem::forget(opening);
+                self.freed.notify_waiters();
                 Ok(session)
             }
             Err(error) => {
-                self.freed.notify_waiters();
                 self.went_down();
                 Err(BackendError::with_source(
                     "could not open a PostgreSQL connection for locks",

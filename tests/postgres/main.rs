@@ -1,0 +1,60 @@
+//! The PostgreSQL backend from outside: processes that exclude each other and a killed
+//! holder's lock that goes to the next at once (`processes`); sessions ended by the server,
+//! a restart, a thousand waiters on a few connections, waiters that send nothing while
+//! they wait (`sessions`). A real server, started by the test support (`support::postgres`).
+//! The conformance suite runs on PostgreSQL in `tests/behaviour`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod processes;
+mod sessions;
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use tower_lock::backend::{AdvisoryKey, PostgresBackend};
+use tower_lock::manager::LockManagerBuilder;
+use tower_lock::LockManager;
+
+/// A pool on `url` that connects when first used (as a process's would).
+fn pool(url: &str) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(4)
+        .connect_lazy(url)
+        .expect("a pool for the test PostgreSQL")
+}
+
+/// A manager on its own backend (another process's, as far as the server can tell).
+fn manager(url: &str) -> (LockManager, PostgresBackend) {
+    manager_with(url, |builder| builder)
+}
+
+/// [`manager`] with settings of its own.
+fn manager_with(
+    url: &str,
+    configure: impl FnOnce(LockManagerBuilder) -> LockManagerBuilder,
+) -> (LockManager, PostgresBackend) {
+    let backend = PostgresBackend::new(&pool(url));
+    (
+        configure(LockManager::builder()).backend(backend.clone()),
+        backend,
+    )
+}
+
+/// The server processes that hold (`granted`) or wait for the advisory key of `name`.
+async fn sessions_of(pool: &PgPool, name: &str, granted: bool) -> Vec<i32> {
+    let (classid, objid, objsubid) = match AdvisoryKey::from_name(name) {
+        AdvisoryKey::Single(key) => ((key >> 32) as u32, key as u32, 1i16),
+        AdvisoryKey::Pair(first, second) => (first as u32, second as u32, 2i16),
+    };
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted = $4 \
+         AND classid = $1::int8::oid AND objid = $2::int8::oid AND objsubid = $3 ORDER BY pid",
+    )
+    .bind(i64::from(classid))
+    .bind(i64::from(objid))
+    .bind(objsubid)
+    .bind(granted)
+    .fetch_all(pool)
+    .await
+    .expect("read pg_locks")
+}
