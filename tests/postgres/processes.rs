@@ -5,6 +5,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tower_lock::lock::Released;
+
 use crate::support;
 
 fn checker(args: &[&str]) -> Command {
@@ -96,6 +98,6 @@ async fn a_killed_holders_lock_goes_to_the_waiting_process() {
         sent,
         "the waiter was handed the lock by the server: it sent nothing more"
     );
-    guard.release().await.unwrap();
+    assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     support::nothing_left_behind(&locks).await;
 }

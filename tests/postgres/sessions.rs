@@ -115,7 +115,7 @@ async fn a_thousand_waiters_wait_on_two_sessions_and_send_nothing() {
                     overlaps.fetch_add(1, Ordering::SeqCst);
                 }
                 inside.fetch_sub(1, Ordering::SeqCst);
-                guard.release().await.unwrap();
+                assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
             })
         })
         .collect();
@@ -160,7 +160,7 @@ async fn a_thousand_waiters_wait_on_two_sessions_and_send_nothing() {
         before,
         "the same statement waits in the server's queue"
     );
-    holder.release().await.unwrap();
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
     for waiter in waiters {
         waiter.await.unwrap();
     }
