@@ -90,10 +90,10 @@ async fn the_router_lists_inspects_and_frees(backend: BackendUnderTest) {
     let reply = request(addr, "POST", &format!("/admin/force-unlock/{name}"), &[]).await;
     assert_eq!(reply.status, 404, "{}", reply.body);
 
-    if backend != BackendUnderTest::Memory {
-        // Somebody else's data under a name: left alone, and said so.
+    if let Some(url) = backend.url() {
+        // Somebody else's data under a Redis key: left alone, and said so.
         let foreign = format!("{tag}/a-list");
-        let client = support::client(&backend.url().unwrap()).await;
+        let client = support::client(&url).await;
         let key = locks.key(&foreign).unwrap();
         let _: i64 = client.rpush(key.as_str(), "x").await.unwrap();
         let reply = request(addr, "POST", &format!("/admin/force-unlock/{foreign}"), &[]).await;
@@ -146,7 +146,7 @@ async fn the_router_shows_what_this_process_holds(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis]
+    [Memory, Redis, Postgres]
     the_router_lists_inspects_and_frees,
     the_router_shows_what_this_process_holds,
 );

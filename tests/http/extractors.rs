@@ -283,7 +283,7 @@ async fn the_manager_is_found_in_the_state(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis]
+    [Memory, Redis, Postgres]
     placements_and_misplacement,
     layer_and_extractor_share_the_lock,
     layer_with_its_own_manager,

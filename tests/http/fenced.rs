@@ -85,7 +85,7 @@ async fn the_extractor_alone_and_under_a_plain_layer(backend: BackendUnderTest) 
 }
 
 backend_suite!(
-    [Memory, Redis]
+    [Memory, Redis, Postgres]
     requests_carry_growing_tokens,
     the_extractor_alone_and_under_a_plain_layer,
 );

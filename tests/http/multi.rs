@@ -133,7 +133,7 @@ async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTe
 }
 
 backend_suite!(
-    [Memory, Redis]
+    [Memory, Redis, Postgres]
     transfers_lock_both_accounts,
     a_busy_account_is_409_and_leaves_the_other_free,
 );

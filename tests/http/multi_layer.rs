@@ -120,7 +120,7 @@ async fn a_busy_account_is_409_and_leaves_the_other_free(backend: BackendUnderTe
 }
 
 backend_suite!(
-    [Memory, Redis, Cluster]
+    [Memory, Redis, Cluster, Postgres]
     crosswise_transfers_through_the_layer,
     a_busy_account_is_409_and_leaves_the_other_free,
 );

@@ -167,7 +167,7 @@ async fn extractors_under_the_layer(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis]
+    [Memory, Redis, Postgres]
     gets_share_and_a_post_runs_alone,
     extractors_under_the_layer,
 );

@@ -1,4 +1,4 @@
-//! The idempotency layer over real TCP, on memory, one Redis and the cluster: first and
+//! The idempotency layer over real TCP, on memory, one Redis, the cluster and PostgreSQL: first and
 //! replayed requests, mismatches, missing and bad keys, concurrent duplicates, what is
 //! stored and what is not, retention, and a client that hangs up.
 
@@ -349,7 +349,7 @@ async fn scopes_keep_clients_apart(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis, Cluster]
+    [Memory, Redis, Cluster, Postgres]
     the_first_runs_and_repetitions_are_replayed,
     a_key_reused_for_another_request_is_422,
     a_key_reused_while_the_first_runs_is_422_at_once,

@@ -15,13 +15,15 @@ pub enum BackendUnderTest {
     Redis,
     /// The shared local 3-master Redis Cluster.
     Cluster,
+    /// The shared PostgreSQL (or `DATABASE_URL`).
+    Postgres,
 }
 
 impl BackendUnderTest {
-    /// The Redis URL of this backend; `None` for memory.
+    /// The Redis URL of this backend; `None` for memory and PostgreSQL.
     pub fn url(self) -> Option<String> {
         match self {
-            BackendUnderTest::Memory => None,
+            BackendUnderTest::Memory | BackendUnderTest::Postgres => None,
             BackendUnderTest::Redis => Some(super::shared_redis_url()),
             BackendUnderTest::Cluster => Some(super::cluster::shared_cluster_url()),
         }
@@ -29,6 +31,10 @@ impl BackendUnderTest {
 
     /// This backend on its own (to drive `Backend` operations directly).
     pub async fn backend(self) -> std::sync::Arc<dyn tower_lock::backend::Backend> {
+        if self == BackendUnderTest::Postgres {
+            use tower_lock::conformance::Subject;
+            return super::subjects::postgres().backend().await;
+        }
         match self.url() {
             None => std::sync::Arc::new(tower_lock::backend::MemoryBackend::new()),
             Some(url) => std::sync::Arc::new(
@@ -42,6 +48,10 @@ impl BackendUnderTest {
     /// A manager built by `builder` on this backend: the one way the tests make a manager
     /// on a backend under test.
     pub async fn manager(self, builder: LockManagerBuilder) -> LockManager {
+        if self == BackendUnderTest::Postgres {
+            use tower_lock::conformance::Subject;
+            return super::subjects::postgres().manager(builder).await;
+        }
         match self.url() {
             None => builder.memory(),
             Some(url) => builder
@@ -78,6 +88,9 @@ macro_rules! backend_suite {
     };
     (@module Cluster $($test:ident),+) => {
         $crate::support::suite::backend_suite!(@tests cluster Cluster $($test),+);
+    };
+    (@module Postgres $($test:ident),+) => {
+        $crate::support::suite::backend_suite!(@tests postgres Postgres $($test),+);
     };
     (@tests $module:ident $backend:ident $($test:ident),+) => {
         mod $module {

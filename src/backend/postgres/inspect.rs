@@ -148,8 +148,9 @@ pub(super) async fn force_unlock(
     })
 }
 
-/// The keys held or waited for in this database whose text (see [`AdvisoryKey`]'s
-/// `Display`) matches `pattern`, at most `limit + 1`.
+/// The keys held or waited for in this database that match `pattern`, at most `limit + 1`:
+/// this backend's own by their names, the others by their advisory key's text (see
+/// [`AdvisoryKey`]'s `Display`: short ASCII names are their own text).
 pub(super) async fn list_names(
     inner: Arc<Inner>,
     pattern: String,
@@ -166,13 +167,20 @@ pub(super) async fn list_names(
         let Some(key) = AdvisoryKey::from_pg_locks(classid as u32, objid as u32, objsubid) else {
             continue;
         };
-        let text = key.to_string();
-        if !glob(pattern.as_bytes(), text.as_bytes()) {
-            continue;
-        }
-        if let Ok(key) = LockKey::joined("", &[&text], usize::MAX) {
-            names.push(key);
-        }
+        // This backend's own holds by their names; the server knows only the key.
+        let mine = inner.sessions.names_of(key);
+        let found = if mine.is_empty() {
+            LockKey::joined("", &[&key.to_string()], usize::MAX)
+                .into_iter()
+                .collect()
+        } else {
+            mine
+        };
+        names.extend(
+            found
+                .into_iter()
+                .filter(|name| glob(pattern.as_bytes(), name.as_str().as_bytes())),
+        );
         if names.len() > limit {
             break;
         }

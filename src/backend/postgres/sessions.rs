@@ -389,6 +389,26 @@ impl Sessions {
             .collect()
     }
 
+    /// The lock keys this backend's sessions hold or take under `key`.
+    pub(super) fn names_of(&self, key: AdvisoryKey) -> Vec<crate::key::LockKey> {
+        let set = self.set();
+        let mut names: Vec<crate::key::LockKey> = set
+            .live
+            .iter()
+            .flat_map(|session| {
+                session
+                    .state()
+                    .each_hold()
+                    .filter(|(held, _)| *held == key)
+                    .map(|(_, hold)| hold.holder.key.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        names.dedup();
+        names
+    }
+
     /// Sends a cancel for the wait `ctl`, if it waits on a session now.
     pub(super) async fn cancel(&self, ctl: &Arc<WaitCtl>) {
         let on = ctl.on.lock().unwrap_or_else(|e| e.into_inner()).clone();
