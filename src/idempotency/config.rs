@@ -46,4 +46,7 @@ pub(crate) struct IdempotencyConfig {
     pub(crate) finish_on_disconnect: bool,
     pub(crate) fail_open: bool,
     pub(crate) manager: Option<LockManager>,
+    /// Handlers' transactions, committed with their responses (PostgreSQL).
+    #[cfg(feature = "postgres")]
+    pub(crate) transactions: Option<super::transaction::Transactions>,
 }

@@ -117,6 +117,8 @@ impl IdempotencyLayer {
                 finish_on_disconnect: true,
                 fail_open: false,
                 manager: None,
+                #[cfg(feature = "postgres")]
+                transactions: None,
             },
         }
     }
@@ -249,6 +251,18 @@ impl IdempotencyLayer {
     /// The lock manager (default: an `Extension(LockManager)` of the request).
     pub fn manager(mut self, manager: LockManager) -> Self {
         self.config.manager = Some(manager);
+        self
+    }
+
+    /// Handlers may write in their request's transaction ([`IdempotentTransaction`]): the
+    /// layer commits it together with the stored response, or rolls both back (a response
+    /// that is not stored, a failed commit), so that the handler's database effects happen
+    /// exactly once per key. The layer's manager must be on the same PostgreSQL backend.
+    ///
+    /// [`IdempotentTransaction`]: super::IdempotentTransaction
+    #[cfg(feature = "postgres")]
+    pub fn transactions(mut self, transactions: super::Transactions) -> Self {
+        self.config.transactions = Some(transactions);
         self
     }
 }

@@ -42,6 +42,8 @@ mod rejection;
 mod run;
 mod service;
 mod stored;
+#[cfg(feature = "postgres")]
+mod transaction;
 
 pub use config::OnConcurrent;
 pub use key::{DEFAULT_MAX_KEY_LEN, IDEMPOTENCY_KEY};
@@ -49,6 +51,8 @@ pub use layer::{IdempotencyLayer, DEFAULT_RETENTION, DEFAULT_STORE_LIMIT};
 pub use rejection::IdempotencyRejection;
 pub use service::{Idempotency, IdempotencyResponseFuture};
 pub use stored::IDEMPOTENT_REPLAYED;
+#[cfg(feature = "postgres")]
+pub use transaction::{IdempotentTransaction, Transactions};
 
 /// Put in the request extensions for the handler: the idempotency key it runs under, as the
 /// layer reads it: a quoted header value (`"8e03…"`, the draft's sf-string) without its

@@ -73,6 +73,20 @@ pub enum IdempotencyRejection {
         /// The backend's name.
         backend: &'static str,
     },
+    /// A handler asked for its request's transaction ([`IdempotentTransaction`]) on a route
+    /// whose idempotency layer has none (its `.transactions(..)` was not set): 500 (a setup
+    /// mistake).
+    ///
+    /// [`IdempotentTransaction`]: super::IdempotentTransaction
+    NoTransaction,
+    /// The handler's transaction, with its response, could not be committed (or begun):
+    /// nothing it did was applied, and a retry runs it again: 503 with `Retry-After`.
+    NotCommitted {
+        /// What the database answered.
+        error: String,
+        /// When to try again.
+        retry_after: Duration,
+    },
     /// The stored response of the key could not be read (written by another version, or
     /// damaged): 500.
     UnreadableRecord {
@@ -93,9 +107,11 @@ impl IdempotencyRejection {
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::NoManager | Self::NoRecords { .. } | Self::UnreadableRecord { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Self::NoManager
+            | Self::NoRecords { .. }
+            | Self::NoTransaction
+            | Self::UnreadableRecord { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::NotCommitted { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -112,6 +128,8 @@ impl IdempotencyRejection {
             Self::Unavailable { .. } => "unavailable",
             Self::NoManager => "no_lock_manager",
             Self::NoRecords { .. } => "no_records",
+            Self::NoTransaction => "no_transaction",
+            Self::NotCommitted { .. } => "not_committed",
             Self::UnreadableRecord { .. } => "unreadable_record",
         }
     }
@@ -153,7 +171,17 @@ impl IdempotencyRejection {
                 .to_owned(),
             Self::NoRecords { backend } => format!(
                 "the idempotency layer's lock backend ({backend}) cannot store responses (a \
-                 server setup mistake: give the layer a manager on Redis or in memory)"
+                 server setup mistake: give the layer a manager on Redis, PostgreSQL or in \
+                 memory)"
+            ),
+            Self::NoTransaction => "the handler asked for its request's transaction, but the \
+                                    route's idempotency layer has none (a server setup \
+                                    mistake: give the layer `.transactions(..)`)"
+                .to_owned(),
+            Self::NotCommitted { error, retry_after } => format!(
+                "the request's work could not be committed, so none of it was applied ({error}); \
+                 retry in {} s with the same key",
+                retry_after_secs(*retry_after)
             ),
             Self::UnreadableRecord { .. } => {
                 "the stored response of this idempotency key cannot be read".to_owned()
@@ -163,9 +191,9 @@ impl IdempotencyRejection {
 
     fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::InProgress { retry_after } | Self::Unavailable { retry_after, .. } => {
-                Some(*retry_after)
-            }
+            Self::InProgress { retry_after }
+            | Self::Unavailable { retry_after, .. }
+            | Self::NotCommitted { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
     }

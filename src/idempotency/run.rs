@@ -107,8 +107,15 @@ where
         }
     };
     parts.extensions.insert(IdempotencyKey(key));
+    #[cfg(feature = "postgres")]
+    let slot = config
+        .transactions
+        .as_ref()
+        .map(|transactions| super::transaction::slot(transactions, &mut parts));
+    #[cfg(not(feature = "postgres"))]
+    let slot = None;
     let request = Request::from_parts(parts, Body::from(body));
-    let work = execute(config.clone(), service, request, guard, fingerprint);
+    let work = execute(config.clone(), service, request, guard, fingerprint, slot);
     if !config.finish_on_disconnect {
         return work.await;
     }
@@ -230,6 +237,7 @@ async fn execute<S, B>(
     request: Request<Body>,
     guard: LockGuard,
     fingerprint: Fingerprint,
+    slot: Option<Slot>,
 ) -> Result<Response, S::Error>
 where
     S: Service<Request<Body>, Response = Response<B>>,
@@ -239,7 +247,8 @@ where
     let response = match call(&mut service, request).await {
         Ok(response) => response,
         Err(error) => {
-            // Nothing to store: the key is free for a retry.
+            // Nothing to store: the key is free for a retry (a transaction of the handler's
+            // rolls back when dropped).
             let _ = guard.release().await;
             return Err(error);
         }
@@ -260,6 +269,20 @@ where
         ) => StoredResponse::new(fingerprint, head.status, &head.headers, data.clone()),
         _ => None,
     };
+    #[cfg(feature = "postgres")]
+    if let (Some(slot), Some(transactions)) = (slot, &config.transactions) {
+        let record = stored.as_ref().map(StoredResponse::encode);
+        let key = guard.key().as_str().to_owned();
+        let ended =
+            super::transaction::end(transactions, slot, &key, record, config.retention).await;
+        // A handler that wrote nothing in the transaction: its response is stored as usual.
+        if !matches!(ended, super::transaction::Ended::NotBegun) {
+            let answer = in_transaction(&config, ended, guard, &fingerprint).await;
+            return Ok(answer.unwrap_or_else(|| Response::from_parts(head, captured.into_body())));
+        }
+    }
+    #[cfg(not(feature = "postgres"))]
+    let _ = slot;
     let released = match stored {
         Some(stored) => {
             guard
@@ -281,6 +304,40 @@ where
         Ok(_) => {}
     }
     Ok(Response::from_parts(head, captured.into_body()))
+}
+
+/// A handler's transaction slot (PostgreSQL).
+#[cfg(feature = "postgres")]
+type Slot = super::transaction::IdempotentTransaction;
+#[cfg(not(feature = "postgres"))]
+type Slot = std::convert::Infallible;
+
+/// After a handler's transaction ended: the lock is released (the record, if any, was
+/// committed with the transaction), and the answer, if not the handler's own.
+#[cfg(feature = "postgres")]
+async fn in_transaction(
+    config: &IdempotencyConfig,
+    ended: super::transaction::Ended,
+    guard: LockGuard,
+    fingerprint: &Fingerprint,
+) -> Option<Response> {
+    use super::transaction::Ended;
+    let answer = match ended {
+        Ended::Committed | Ended::NotBegun => None,
+        Ended::RolledBack => {
+            telemetry::idempotency("not_stored");
+            None
+        }
+        // Another run of the key committed first (this one's lock was lost meanwhile):
+        // this run's work was rolled back, and its client gets the first one's answer.
+        Ended::Superseded(first) => Some(replay(config, &first, fingerprint)),
+        Ended::Failed(answer) => {
+            throttled!(warn, "tower-lock: an idempotent request's transaction could not be committed; nothing was applied");
+            Some(answer)
+        }
+    };
+    let _ = guard.release().await;
+    answer
 }
 
 /// Whether `Cache-Control` says `no-store`.

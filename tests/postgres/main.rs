@@ -1,12 +1,14 @@
 //! The PostgreSQL backend from outside: processes that exclude each other and a killed
 //! holder's lock that goes to the next at once (`processes`); sessions ended by the server,
 //! a restart, a thousand waiters on a few connections, waiters that send nothing while
-//! they wait (`sessions`). A real server, started by the test support (`support::postgres`).
+//! they wait (`sessions`); a handler's writes committed with its stored response or not at
+//! all (`exactly_once`). A real server, started by the test support (`support::postgres`).
 //! The conformance suite runs on PostgreSQL in `tests/behaviour`.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod exactly_once;
 mod processes;
 mod sessions;
 

@@ -38,14 +38,27 @@ pub async fn send(
     path: &str,
     headers: &[(&str, &str)],
 ) -> TcpStream {
+    send_body(addr, method, path, headers, "").await
+}
+
+/// [`send`] with a body.
+pub async fn send_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\nConnection: close\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
     );
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
+    request.push_str(body);
     stream.write_all(request.as_bytes()).await.unwrap();
     stream
 }

@@ -66,6 +66,8 @@ pub struct PostgresBackend {
 
 /// What the backend's operations share.
 pub(super) struct Inner {
+    /// The application's pool (its settings make the sessions; handlers' transactions).
+    pool: PgPool,
     sessions: Arc<Sessions>,
     tables: Arc<Tables>,
     /// Waiting acquisitions, for their acquirers to take them out of the server's queue.
@@ -100,10 +102,12 @@ impl PostgresBackendBuilder {
     /// The backend. It opens its first session when first asked (no I/O here).
     pub fn build(self) -> PostgresBackend {
         let options = (*self.pool.connect_options()).clone();
+        let tables = Arc::new(Tables::new(&self.schema));
         PostgresBackend {
             inner: Arc::new(Inner {
+                pool: self.pool,
                 sessions: Sessions::new(options, self.max_sessions),
-                tables: Arc::new(Tables::new(&self.schema)),
+                tables,
                 waits: Mutex::default(),
             }),
         }
@@ -151,6 +155,25 @@ impl PostgresBackend {
     /// The schema of the backend's tables.
     pub fn schema(&self) -> &str {
         self.inner.tables.schema()
+    }
+
+    /// The application's pool the backend was made with.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    #[cfg(feature = "idempotency")]
+    /// In a handler's transaction: the statement that stores its response as the key's
+    /// record unless one is in force (`$1` the lock key, `$2` the record, `$3` its
+    /// retention in ms; one row affected when stored).
+    pub(crate) fn record_in_transaction_sql(&self) -> &str {
+        &self.inner.tables.record_in_transaction
+    }
+
+    /// The statement that reads a key's record in force (`$1` the lock key).
+    #[cfg(feature = "idempotency")]
+    pub(crate) fn record_of_sql(&self) -> &str {
+        &self.inner.tables.record_of
     }
 }
 

@@ -54,13 +54,17 @@ pub(super) struct Tables {
     fenced_lock: [String; 2],
     pub(super) token_of: String,
     pub(super) mark_work: String,
-    pub(super) record_of: String,
+    pub(crate) record_of: String,
     /// The work `lock_key` is held for, if its holder still holds it (by the key's
     /// `pg_locks` columns).
     pub(super) work_of_holder: String,
     pub(super) store_record: String,
     pub(super) clear_work: String,
     pub(super) sweep: String,
+    /// In a handler's transaction: its response as the key's record, unless a record is in
+    /// force (another run of the key committed first: this one must roll back).
+    #[cfg(feature = "idempotency")]
+    pub(crate) record_in_transaction: String,
 }
 
 impl Tables {
@@ -131,6 +135,14 @@ impl Tables {
             ),
             clear_work: format!(
                 "DELETE FROM {records} WHERE lock_key = $1 AND holder_token = $2 AND value IS NULL"
+            ),
+            #[cfg(feature = "idempotency")]
+            record_in_transaction: format!(
+                "INSERT INTO {records} AS r (lock_key, work, holder_pid, holder_token, value, expires_at) \
+                 VALUES ($1, NULL, NULL, NULL, $2, now() + $3 * interval '1 millisecond') \
+                 ON CONFLICT (lock_key) DO UPDATE SET work = NULL, holder_pid = NULL, \
+                     holder_token = NULL, value = EXCLUDED.value, expires_at = EXCLUDED.expires_at \
+                 WHERE r.value IS NULL OR r.expires_at <= now()"
             ),
             sweep: format!(
                 "DELETE FROM {records} WHERE lock_key IN \
