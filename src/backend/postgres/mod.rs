@@ -32,13 +32,19 @@ use sqlx::postgres::PgPool;
 
 mod acquire;
 mod advisory_key;
+mod cancel;
+mod choose;
 mod inspect;
 mod mode;
+mod records;
 mod release;
 mod session;
+mod session_state;
 mod sessions;
 mod sql;
 mod tables;
+mod take;
+mod wait;
 
 pub use advisory_key::AdvisoryKey;
 pub use tables::{schema_sql, DEFAULT_SCHEMA};

@@ -9,7 +9,6 @@
 //! session re-take what it holds, so a key held here for one holder is never tried here for
 //! another.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -19,163 +18,11 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 
 use super::advisory_key::AdvisoryKey;
+use super::cancel::CancelGate;
 pub(super) use super::mode::Mode;
+pub(super) use super::session_state::{Holder, SessionState, WaitCtl};
 use super::sql;
-use crate::error::BackendError;
-use crate::key::{LockKey, OwnerId};
-
-/// Who holds a key on a session: an owner, for one lock key (two lock keys may share an
-/// advisory key; their holds are kept apart).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Holder {
-    pub(super) owner: OwnerId,
-    pub(super) key: LockKey,
-}
-
-/// One holder's holds of one advisory key on a session.
-#[derive(Debug)]
-pub(super) struct KeyHold {
-    pub(super) holder: Holder,
-    /// The server's counts: each hold is one `pg_advisory_lock` (reentries included).
-    pub(super) exclusive: u32,
-    pub(super) shared: u32,
-    /// Acquisitions on their way, by mode: the key is kept for this holder meanwhile.
-    pending_exclusive: u32,
-    pending_shared: u32,
-    /// When the lease ends: the session frees the key then unless renewed.
-    pub(super) deadline: Instant,
-    /// The holder took it unless recorded and has a row in the records table.
-    pub(super) work_row: bool,
-}
-
-impl KeyHold {
-    pub(super) fn count(&self, mode: Mode) -> u32 {
-        match mode {
-            Mode::Exclusive => self.exclusive,
-            Mode::Shared => self.shared,
-        }
-    }
-
-    pub(super) fn count_mut(&mut self, mode: Mode) -> &mut u32 {
-        match mode {
-            Mode::Exclusive => &mut self.exclusive,
-            Mode::Shared => &mut self.shared,
-        }
-    }
-
-    fn pending_mut(&mut self, mode: Mode) -> &mut u32 {
-        match mode {
-            Mode::Exclusive => &mut self.pending_exclusive,
-            Mode::Shared => &mut self.pending_shared,
-        }
-    }
-
-    /// Holds now.
-    pub(super) fn total(&self) -> u32 {
-        self.exclusive + self.shared
-    }
-
-    fn is_empty(&self) -> bool {
-        self.total() == 0 && self.pending_exclusive == 0 && self.pending_shared == 0
-    }
-}
-
-/// A waiting acquisition: the statement that waits in the server's queue, and whether its
-/// acquirer left (a cancel was asked for).
-#[derive(Debug, Default)]
-pub(super) struct WaitCtl {
-    pub(super) left: AtomicBool,
-    pub(super) wake: Notify,
-    /// The session it waits on, once its statement is sent.
-    pub(super) on: Mutex<Option<Arc<Session>>>,
-}
-
-impl WaitCtl {
-    pub(super) fn has_left(&self) -> bool {
-        self.left.load(Ordering::Acquire)
-    }
-}
-
-/// What a session holds and does now.
-#[derive(Debug, Default)]
-pub(super) struct SessionState {
-    /// Per key, its holders here: one holder, or several that all read (readers of this
-    /// process share a session's shared hold; a try there is refused while a writer waits in
-    /// the server's queue, as on a session of its own).
-    holds: HashMap<AdvisoryKey, Vec<KeyHold>>,
-    /// A statement waiting in the server's lock queue (nothing else is sent meanwhile).
-    pub(super) waiting: Option<Arc<WaitCtl>>,
-    /// A cancel was sent for the waiting statement.
-    pub(super) cancel_sent: bool,
-    /// Since when it has held nothing (for retiring idle sessions).
-    pub(super) empty_since: Option<Instant>,
-}
-
-impl SessionState {
-    /// `holder`'s holds of `key` here.
-    pub(super) fn hold(&self, key: AdvisoryKey, holder: &Holder) -> Option<&KeyHold> {
-        self.holds
-            .get(&key)?
-            .iter()
-            .find(|hold| hold.holder == *holder)
-    }
-
-    pub(super) fn hold_mut(&mut self, key: AdvisoryKey, holder: &Holder) -> Option<&mut KeyHold> {
-        self.holds
-            .get_mut(&key)?
-            .iter_mut()
-            .find(|hold| hold.holder == *holder)
-    }
-
-    /// Whether anyone holds or is taking `key` here.
-    pub(super) fn has_key(&self, key: AdvisoryKey) -> bool {
-        self.holds.contains_key(&key)
-    }
-
-    /// Whether `key` is held or being taken here exclusively (by anyone).
-    pub(super) fn exclusive(&self, key: AdvisoryKey) -> bool {
-        self.holds.get(&key).is_some_and(|holds| {
-            holds
-                .iter()
-                .any(|hold| hold.exclusive > 0 || hold.pending_exclusive > 0)
-        })
-    }
-
-    /// Whether it holds or is taking anything.
-    pub(super) fn is_empty(&self) -> bool {
-        self.holds.is_empty()
-    }
-
-    /// Every holder's holds.
-    pub(super) fn each_hold(&self) -> impl Iterator<Item = (AdvisoryKey, &KeyHold)> {
-        self.holds
-            .iter()
-            .flat_map(|(key, holds)| holds.iter().map(move |hold| (*key, hold)))
-    }
-
-    /// Drops the entries of `key` with nothing held or on its way; notes when the session
-    /// became empty.
-    pub(super) fn tidy(&mut self, key: AdvisoryKey) {
-        if let Some(holds) = self.holds.get_mut(&key) {
-            holds.retain(|hold| !hold.is_empty());
-            if holds.is_empty() {
-                self.holds.remove(&key);
-            }
-        }
-        if self.holds.is_empty() && self.waiting.is_none() && self.empty_since.is_none() {
-            self.empty_since = Some(Instant::now());
-        }
-    }
-
-    /// Takes every hold out (the session ended), with what was held.
-    fn drain(&mut self) -> Vec<KeyHold> {
-        self.holds
-            .drain()
-            .flat_map(|(_, holds)| holds)
-            .filter(|hold| hold.total() > 0)
-            .collect()
-    }
-}
+pub(super) use super::sql::SessionError;
 
 /// A statement (or several) run on the session's connection.
 type Job = Box<dyn for<'c> FnOnce(&'c mut PgListener) -> ConnFuture<'c, ()> + Send>;
@@ -209,7 +56,7 @@ pub(super) struct Session {
     deadlines_moved: Notify,
     /// Held while a cancel of the waiting statement is being sent: the task waits for it
     /// before sending anything else.
-    cancel_gate: tokio::sync::Mutex<()>,
+    cancel_gate: CancelGate,
     /// When a statement last came back (a keep-alive answered from it if recent).
     last_answer: Mutex<Instant>,
     /// Statements sent on every session of the backend.
@@ -251,14 +98,11 @@ impl Session {
             id,
             pid,
             jobs,
-            state: Mutex::new(SessionState {
-                empty_since: Some(Instant::now()),
-                ..SessionState::default()
-            }),
+            state: Mutex::new(SessionState::new()),
             alive: AtomicBool::new(true),
             in_flight: AtomicUsize::new(0),
             deadlines_moved: Notify::new(),
-            cancel_gate: tokio::sync::Mutex::new(()),
+            cancel_gate: CancelGate::default(),
             last_answer: Mutex::new(Instant::now()),
             statements,
             token: uuid::Uuid::new_v4().as_u64_pair().0 as i64,
@@ -290,25 +134,7 @@ impl Session {
     /// Keeps `key` here for `holder` while an acquisition in `mode` is on its way (ended
     /// by [`settle`](Self::settle)).
     pub(super) fn keep(&self, key: AdvisoryKey, holder: &Holder, mode: Mode) {
-        let mut state = self.state();
-        state.empty_since = None;
-        let holds = state.holds.entry(key).or_default();
-        let hold = match holds.iter().position(|hold| hold.holder == *holder) {
-            Some(at) => &mut holds[at],
-            None => {
-                holds.push(KeyHold {
-                    holder: holder.clone(),
-                    exclusive: 0,
-                    shared: 0,
-                    pending_exclusive: 0,
-                    pending_shared: 0,
-                    deadline: Instant::now(),
-                    work_row: false,
-                });
-                holds.last_mut().expect("just pushed")
-            }
-        };
-        *hold.pending_mut(mode) += 1;
+        self.state().keep(key, holder, mode);
     }
 
     /// An acquisition of `key` in `mode` by `holder` on its way here ended: the key is no
@@ -322,18 +148,7 @@ impl Session {
         mode: Mode,
         held_until: Option<Instant>,
     ) {
-        {
-            let mut state = self.state();
-            if let Some(hold) = state.hold_mut(key, holder) {
-                let pending = hold.pending_mut(mode);
-                *pending = pending.saturating_sub(1);
-                if let Some(until) = held_until {
-                    *hold.count_mut(mode) += 1;
-                    hold.deadline = until;
-                }
-            }
-            state.tidy(key);
-        }
+        self.state().settle(key, holder, mode, held_until);
         if held_until.is_some() {
             self.deadlines_moved();
         }
@@ -426,25 +241,15 @@ impl Session {
         answered.is_ok() && self.is_alive()
     }
 
-    /// The wait on its way on this session (`ctl`) ended without an answer the caller
-    /// could see: the task waits for a cancel being sent, and retires the session if a
-    /// cancel was sent that the server may not have used yet (it would cut off the next
-    /// statement). `canceled`: the waiting statement was cut off by the cancel.
+    /// The wait on its way on this session (`ctl`) ended (`canceled`: cut off by a
+    /// cancel): the session is retired if a cancel was sent that the server may not have
+    /// used yet (see [`CancelGate::after_wait`]).
     pub(super) async fn wait_ended(&self, ctl: &Arc<WaitCtl>, canceled: bool) {
-        let cancel_sent = {
-            let mut state = self.state();
-            if state
-                .waiting
-                .as_ref()
-                .is_some_and(|waiting| Arc::ptr_eq(waiting, ctl))
-            {
-                state.waiting = None;
-            }
-            std::mem::take(&mut state.cancel_sent)
-        };
-        // A cancel being sent now was asked while the statement waited: let it finish.
-        drop(self.cancel_gate.lock().await);
-        if cancel_sent && !canceled {
+        if self
+            .cancel_gate
+            .after_wait(&self.state, ctl, canceled)
+            .await
+        {
             self.kill();
         }
     }
@@ -452,23 +257,12 @@ impl Session {
     /// Sends a cancel for the waiting statement `ctl` through `via` (another connection),
     /// if it still waits on this session.
     pub(super) async fn cancel(&self, ctl: &Arc<WaitCtl>, via: &PgPool) {
-        let _gate = self.cancel_gate.lock().await;
-        {
-            let mut state = self.state();
-            let waits = state
-                .waiting
-                .as_ref()
-                .is_some_and(|waiting| Arc::ptr_eq(waiting, ctl));
-            if !waits {
-                return;
-            }
-            state.cancel_sent = true;
-        }
-        let sent = sqlx::query(sql::CANCEL).bind(self.pid).execute(via).await;
-        self.statements.fetch_add(1, Ordering::Relaxed);
-        if sent.is_err() {
-            // Not sent: the wait ends with its lock timeout.
-            tracing::debug!(target: crate::telemetry::TARGET, "tower-lock: a PostgreSQL wait could not be cancelled; it ends with its lock timeout");
+        let sent = self
+            .cancel_gate
+            .cancel(&self.state, ctl, self.pid, via)
+            .await;
+        if sent {
+            self.statements.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -479,29 +273,6 @@ impl Session {
             .filter(|(_, hold)| hold.total() > 0)
             .map(|(_, hold)| hold.deadline)
             .min()
-    }
-}
-
-/// Why a statement on a session has no answer.
-#[derive(Debug)]
-pub(super) enum SessionError {
-    /// The session ended (before or while it ran): whatever it held is gone.
-    Ended,
-    /// The statement failed (the session may have ended with it: see `is_alive`).
-    Sql(sqlx::Error),
-}
-
-impl SessionError {
-    pub(super) fn into_backend_error(self, what: &str) -> BackendError {
-        match self {
-            SessionError::Ended => BackendError::new(format!(
-                "PostgreSQL ended the session that {what} (a broken connection, a terminated \
-                 backend or a restart)"
-            )),
-            SessionError::Sql(error) => {
-                BackendError::with_source(format!("PostgreSQL failed to {what}"), error)
-            }
-        }
     }
 }
 

@@ -1,10 +1,9 @@
-//! The backend's sessions: at most `max_sessions` connections of its own, each holding the
-//! locks of many holders (one holder per key per session), and up to all but one of them
-//! waiting in the server's lock queue for one acquisition each. A holder's next statements
-//! go to the session that holds its key; a try goes to the least busy session that holds
-//! nothing of the key for another holder; a wait to a session that holds nothing at all
-//! (a wait occupies its connection until it ends, and a session that waits for one key
-//! while it holds another could join a deadlock).
+//! The backend's sessions: at most `max_sessions` connections of its own, opened when
+//! needed with the application pool's settings and closed after a minute of holding
+//! nothing (one stays); each holds the locks of many holders, and all but one of them may
+//! wait in the server's lock queue, one acquisition each (`choose` says which session an
+//! acquisition goes to). A session that cannot be opened marks the server down: new
+//! acquisitions fail at once until a probe finds it answering again.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -15,7 +14,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::advisory_key::AdvisoryKey;
-use super::mode::Mode;
 use super::session::{Holder, Session, SessionEvents, WaitCtl};
 use crate::backend::Notices;
 use crate::error::BackendError;
@@ -29,12 +27,12 @@ const IDLE_RETIRE: Duration = Duration::from_secs(60);
 /// The sessions of one backend.
 pub(super) struct Sessions {
     options: PgConnectOptions,
-    max: usize,
+    pub(super) max: usize,
     /// A small pool beside the sessions: cancels, inspection, the tables.
     control: PgPool,
     set: Mutex<SessionSet>,
     /// A session may have become free (a key or a wait ended, one closed).
-    freed: Notify,
+    pub(super) freed: Notify,
     notices: OnceLock<Notices>,
     next_id: AtomicU64,
     /// Statements sent on the sessions (tests read it: an idle waiter sends none).
@@ -47,20 +45,9 @@ pub(super) struct Sessions {
 }
 
 #[derive(Default)]
-struct SessionSet {
-    live: Vec<Arc<Session>>,
-    opening: usize,
-}
-
-/// How a session chosen for a try holds the key already.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Share {
-    /// Not at all.
-    Fresh,
-    /// For this holder, in a mode this one may join (a writer's read).
-    Own,
-    /// For other holders, all reading.
-    Readers,
+pub(super) struct SessionSet {
+    pub(super) live: Vec<Arc<Session>>,
+    pub(super) opening: usize,
 }
 
 /// Where a key is found for a holder.
@@ -115,7 +102,7 @@ impl Sessions {
         self.set().live.len()
     }
 
-    fn set(&self) -> MutexGuard<'_, SessionSet> {
+    pub(super) fn set(&self) -> MutexGuard<'_, SessionSet> {
         self.set.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -133,134 +120,10 @@ impl Sessions {
         Found::Nowhere
     }
 
-    /// A session for a try of `key` by `holder` in `mode`, with the key kept for the
-    /// holder: the one where the holder has it in a mode that allows this one (a writer may
-    /// read; a reader may not write, here or elsewhere); for a read, one where only readers
-    /// hold it; else the least busy that holds nothing of the key. `None`: no session may
-    /// take it (every one holds it for other holders, or waits) and no other may be opened.
-    pub(super) async fn for_try(
-        &self,
-        key: AdvisoryKey,
-        holder: &Holder,
-        mode: Mode,
-    ) -> Result<Option<(Arc<Session>, Share)>, BackendError> {
-        {
-            let mut set = self.set();
-            self.retire_idle(&mut set);
-            let mut readers: Option<&Arc<Session>> = None;
-            let mut best: Option<&Arc<Session>> = None;
-            for session in &set.live {
-                if !session.is_alive() {
-                    continue;
-                }
-                let state = session.state();
-                if let Some(hold) = state.hold(key, holder) {
-                    if hold.exclusive > 0 || mode == Mode::Shared {
-                        drop(state);
-                        session.keep(key, holder, mode);
-                        return Ok(Some((session.clone(), Share::Own)));
-                    }
-                    continue;
-                }
-                if state.waiting.is_some() {
-                    continue;
-                }
-                if state.has_key(key) {
-                    if mode == Mode::Shared && !state.exclusive(key) && readers.is_none() {
-                        readers = Some(session);
-                    }
-                    continue;
-                }
-                if best.is_none_or(|best| session.in_flight() < best.in_flight()) {
-                    best = Some(session);
-                }
-            }
-            if let Some(session) = readers {
-                let session = session.clone();
-                session.keep(key, holder, mode);
-                return Ok(Some((session, Share::Readers)));
-            }
-            let idle = best.filter(|session| session.in_flight() == 0);
-            let room = set.live.len() + set.opening < self.max;
-            match (idle, best, room) {
-                (Some(session), _, _) | (None, Some(session), false) => {
-                    let session = session.clone();
-                    session.keep(key, holder, mode);
-                    return Ok(Some((session, Share::Fresh)));
-                }
-                (None, None, false) => return Ok(None),
-                (None, _, true) => set.opening += 1,
-            }
-        }
-        let session = self.open(|session| session.keep(key, holder, mode)).await?;
-        Ok(Some((session, Share::Fresh)))
-    }
-
-    /// A session for `holder` to wait on for `key`, marked as waiting for `ctl`, with the
-    /// key kept for the holder: one that holds nothing and does nothing, or a new one
-    /// (all but one session may wait). Waits for one to come free until `until`; `None`
-    /// then, or if the acquirer left.
-    pub(super) async fn for_wait(
-        &self,
-        key: AdvisoryKey,
-        holder: &Holder,
-        mode: Mode,
-        ctl: &Arc<WaitCtl>,
-        until: Instant,
-    ) -> Result<Option<Arc<Session>>, BackendError> {
-        loop {
-            let freed = self.freed.notified();
-            let left = ctl.wake.notified();
-            tokio::pin!(freed, left);
-            freed.as_mut().enable();
-            left.as_mut().enable();
-            if ctl.has_left() || Instant::now() >= until {
-                return Ok(None);
-            }
-            let open = {
-                let mut set = self.set();
-                self.retire_idle(&mut set);
-                let free = set.live.iter().find(|session| {
-                    let state = session.state();
-                    session.is_alive()
-                        && state.is_empty()
-                        && state.waiting.is_none()
-                        && session.in_flight() == 0
-                });
-                if let Some(session) = free {
-                    let session = session.clone();
-                    take_for_wait(&session, key, holder, mode, ctl);
-                    return Ok(Some(session));
-                }
-                let waiting = set
-                    .live
-                    .iter()
-                    .filter(|session| session.state().waiting.is_some())
-                    .count();
-                let room = set.live.len() + set.opening < self.max && waiting + 1 < self.max;
-                if room {
-                    set.opening += 1;
-                }
-                room
-            };
-            if open {
-                let session = self
-                    .open(|session| take_for_wait(session, key, holder, mode, ctl))
-                    .await?;
-                return Ok(Some(session));
-            }
-            tokio::select! {
-                _ = freed => {}
-                _ = left => {}
-                _ = tokio::time::sleep_until(until) => {}
-            }
-        }
-    }
-
     /// Opens a session (the caller counted it in `opening`), and once `prepare` has set it
     /// up (keeping a key, marking a wait) makes it one of the live sessions; the count is
     /// given back however this ends, a dropped caller included.
-    async fn open(
+    pub(super) async fn open(
         &self,
         prepare: impl FnOnce(&Arc<Session>),
     ) -> Result<Arc<Session>, BackendError> {
@@ -343,7 +206,7 @@ impl Sessions {
     }
 
     /// Closes sessions that held nothing for a while (keeping one).
-    fn retire_idle(&self, set: &mut SessionSet) {
+    pub(super) fn retire_idle(&self, set: &mut SessionSet) {
         set.live.retain(|session| session.is_alive());
         if set.live.len() <= 1 {
             return;
@@ -411,24 +274,22 @@ impl Sessions {
 
     /// Sends a cancel for the wait `ctl`, if it waits on a session now.
     pub(super) async fn cancel(&self, ctl: &Arc<WaitCtl>) {
-        let on = ctl.on.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let on = self
+            .set()
+            .live
+            .iter()
+            .find(|session| {
+                session
+                    .state()
+                    .waiting
+                    .as_ref()
+                    .is_some_and(|waiting| Arc::ptr_eq(waiting, ctl))
+            })
+            .cloned();
         if let Some(session) = on {
             session.cancel(ctl, &self.control).await;
         }
     }
-}
-
-/// Marks `session` as waiting for `ctl`, with `key` kept for `holder`.
-fn take_for_wait(
-    session: &Arc<Session>,
-    key: AdvisoryKey,
-    holder: &Holder,
-    mode: Mode,
-    ctl: &Arc<WaitCtl>,
-) {
-    session.keep(key, holder, mode);
-    session.state().waiting = Some(ctl.clone());
-    *ctl.on.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
 }
 
 /// What sessions tell their set.

@@ -6,6 +6,7 @@ use sqlx::query::{Query, QueryScalar};
 
 use super::advisory_key::AdvisoryKey;
 use super::mode::Mode;
+use crate::error::BackendError;
 
 /// A new session's setup: no statement time limit of the application's (a wait is bounded
 /// by its own lock timeout), a name to be known by in `pg_stat_activity` unless the
@@ -193,4 +194,27 @@ pub(super) fn bind_key_scalar<'q, O>(
 /// A schema or table name as an SQL identifier, quoted.
 pub(super) fn identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Why a statement on a session has no answer.
+#[derive(Debug)]
+pub(super) enum SessionError {
+    /// The session ended (before or while it ran): whatever it held is gone.
+    Ended,
+    /// The statement failed (the session may have ended with it: see `is_alive`).
+    Sql(sqlx::Error),
+}
+
+impl SessionError {
+    pub(super) fn into_backend_error(self, what: &str) -> BackendError {
+        match self {
+            SessionError::Ended => BackendError::new(format!(
+                "PostgreSQL ended the session that {what} (a broken connection, a terminated \
+                 backend or a restart)"
+            )),
+            SessionError::Sql(error) => {
+                BackendError::with_source(format!("PostgreSQL failed to {what}"), error)
+            }
+        }
+    }
 }
