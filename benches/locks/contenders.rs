@@ -1,11 +1,16 @@
-//! The locks under test: tower-lock (Redis or memory) and the common polling lock
-//! (SET NX PX, retry every N ms, compare-and-delete release), driven by the same workload.
+//! The locks under test: tower-lock (Redis, PostgreSQL or memory), the common polling lock
+//! (SET NX PX, retry every N ms, compare-and-delete release), and PostgreSQL's advisory
+//! locks on a connection per worker (polling `pg_try_advisory_lock`, or waiting in
+//! `pg_advisory_lock` as DistributedLock does), driven by the same workload.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fred::prelude::*;
 use fred::types::{Expiration, SetOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, Postgres};
+use tower_lock::backend::AdvisoryKey;
 use tower_lock::lock::LockGuard;
 use tower_lock::LockManager;
 
@@ -25,10 +30,20 @@ pub enum Contender {
         client: Client,
         every: Duration,
     },
+    /// PostgreSQL advisory locks without tower-lock, on a connection of the pool per
+    /// worker: polling every `every`, or (`None`) waiting in the server's queue.
+    PgAdvisory {
+        pool: PgPool,
+        every: Option<Duration>,
+    },
 }
 
 pub enum Holding {
     Tower(LockGuard),
+    Pg {
+        conn: PoolConnection<Postgres>,
+        key: i64,
+    },
     Polling {
         client: Client,
         key: String,
@@ -62,6 +77,34 @@ impl Contender {
                     .await
                     .expect("tower-lock semaphore acquisition"),
             ),
+            Contender::PgAdvisory { pool, every } => {
+                let key = match AdvisoryKey::from_name(name) {
+                    AdvisoryKey::Single(key) => key,
+                    AdvisoryKey::Pair(high, low) => (i64::from(high) << 32) | i64::from(low as u32),
+                };
+                let mut conn = pool.acquire().await.expect("a connection");
+                match every {
+                    None => {
+                        sqlx::query("SELECT pg_advisory_lock($1)")
+                            .bind(key)
+                            .execute(&mut *conn)
+                            .await
+                            .expect("pg_advisory_lock");
+                    }
+                    Some(every) => loop {
+                        let took: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                            .bind(key)
+                            .fetch_one(&mut *conn)
+                            .await
+                            .expect("pg_try_advisory_lock");
+                        if took {
+                            break;
+                        }
+                        tokio::time::sleep(*every).await;
+                    },
+                }
+                Holding::Pg { conn, key }
+            }
             Contender::Polling { client, every } => {
                 let token = format!(
                     "{}:{}",
@@ -98,6 +141,13 @@ impl Holding {
         match self {
             Holding::Tower(guard) => {
                 let _ = guard.release().await.expect("tower-lock release");
+            }
+            Holding::Pg { mut conn, key } => {
+                let _: bool = sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
+                    .bind(key)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .expect("pg_advisory_unlock");
             }
             Holding::Polling { client, key, token } => {
                 let _: i64 = client

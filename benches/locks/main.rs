@@ -109,8 +109,30 @@ async fn worker(args: &[String]) {
 }
 
 /// Builds a contender by its short name: `tower`, `tower-free`, `fair`, `sem<N>` (a
-/// semaphore of N permits), `poll100`, `poll10`, `memory`.
+/// semaphore of N permits), `poll100`, `poll10`, `memory`; on PostgreSQL (`url` is then a
+/// `postgres://` URL): `pg` (tower-lock), `pgblock` (a connection per worker waiting in
+/// `pg_advisory_lock`), `pgpoll<N>` (a connection per worker polling every N ms).
 pub async fn contender(kind: &str, url: &str) -> Contender {
+    if let Some(rest) = kind.strip_prefix("pg") {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(40)
+            .connect(url)
+            .await
+            .expect("connect to PostgreSQL");
+        return match rest {
+            "" => Contender::TowerLock(
+                tower_lock::LockManager::builder()
+                    .backend(tower_lock::backend::PostgresBackend::new(&pool)),
+            ),
+            "block" => Contender::PgAdvisory { pool, every: None },
+            poll => Contender::PgAdvisory {
+                pool,
+                every: Some(Duration::from_millis(
+                    poll.trim_start_matches("poll").parse().expect("pgpollN"),
+                )),
+            },
+        };
+    }
     if let Some(limit) = kind.strip_prefix("sem") {
         let locks = tower_lock::LockManager::redis(url).await.expect("connect");
         return Contender::TowerSemaphore(locks, limit.parse().expect("sem<N>"));

@@ -1,4 +1,4 @@
-//! The scenarios S1–S5 and the baselines, one file each; they share this module's imports
+//! The scenarios S1–S9 and the baselines, one file each; they share this module's imports
 //! and helpers (`use super::*`).
 
 mod cluster;
@@ -13,6 +13,7 @@ mod s5;
 mod s6;
 mod s7_idempotency;
 mod s8_semaphore;
+mod s9_postgres;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +47,7 @@ use s5::s5;
 use s6::s6;
 use s7_idempotency::s7;
 use s8_semaphore::s8;
+use s9_postgres::s9;
 
 const HOLD: Duration = Duration::from_millis(2);
 const THINK: Duration = Duration::from_millis(5);
@@ -98,6 +100,9 @@ pub async fn run_all(scale: Scale) {
     }
     if wanted("s8") || wanted("semaphore") {
         s8(&url, &admin, scale, &mut report).await;
+    }
+    if wanted("s9") || wanted("postgres") {
+        s9(scale, &admin, &mut report).await;
     }
     if wanted("cluster") {
         cluster(scale, &mut report).await;

@@ -1,7 +1,7 @@
 //! Releases, renewals and waiters that leave: each a statement (or none) on the session
 //! that holds the key, run in the session's order, counted inside the statement's job.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -17,7 +17,6 @@ use crate::error::{BackendError, Released};
 
 /// One record stored in this many sweeps the expired ones (a hundred at most).
 const SWEEP_EVERY: u64 = 64;
-static RECORDS_STORED: AtomicU64 = AtomicU64::new(0);
 
 pub(super) async fn release(
     inner: Arc<Inner>,
@@ -95,7 +94,8 @@ pub(super) async fn release(
                             .await;
                     }
                     if record.is_some()
-                        && RECORDS_STORED
+                        && tables
+                            .records_stored
                             .fetch_add(1, Ordering::Relaxed)
                             .is_multiple_of(SWEEP_EVERY)
                     {

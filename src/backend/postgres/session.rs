@@ -1,20 +1,23 @@
-//! One session: a connection of its own on which this process holds advisory locks, driven
-//! by a task that runs its statements one after another and watches the socket between
-//! them, so that a session the server ends (a broken connection, `pg_terminate_backend`, a
-//! restart) is known at once and every hold on it is reported lost.
+//! One session: a connection of its own on which this process holds advisory locks. A
+//! statement runs on it from its caller's task, one at a time in the order they came
+//! (the connection is behind a first-come mutex), and finishes even if its caller goes
+//! away; between statements, once the session has been idle a moment, a task of its own
+//! takes the connection and watches the socket, so that a session the server ends (a
+//! broken connection, `pg_terminate_backend`, a restart) is known at once and every hold on
+//! it is reported lost. That task also frees holds whose lease ended.
 //!
 //! The session's advisory locks live as long as it does: a grant is the server's answer to
 //! a statement on it, and the session is the lease's counterpart. What it holds is kept
-//! beside it, per advisory key, for one holder at a time ([`Holder`]): PostgreSQL lets a
-//! session re-take what it holds, so a key held here for one holder is never tried here for
-//! another.
+//! beside it, per advisory key and holder ([`Holder`]): PostgreSQL lets a session take
+//! again what it holds, so a key held here is tried here only by its holder, or by a
+//! reader joining readers.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::advisory_key::AdvisoryKey;
@@ -23,9 +26,6 @@ pub(super) use super::mode::Mode;
 pub(super) use super::session_state::{Holder, SessionState, WaitCtl};
 use super::sql;
 pub(super) use super::sql::SessionError;
-
-/// A statement (or several) run on the session's connection.
-type Job = Box<dyn for<'c> FnOnce(&'c mut PgListener) -> ConnFuture<'c, ()> + Send>;
 
 /// A statement's future, borrowing the session's connection.
 pub(super) type ConnFuture<'c, T> =
@@ -42,16 +42,30 @@ pub(super) trait SessionEvents: Send + Sync {
 /// How long a keep-alive may take before the session is taken for dead.
 pub(super) const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a session is idle before its task takes the connection to watch it (a
+/// statement that comes meanwhile needs no hand-over from the task).
+const IDLE_BEFORE_WATCH: Duration = Duration::from_millis(5);
+
 /// One session.
 pub(super) struct Session {
     pub(super) id: u64,
     /// Its server process (what `pg_locks` shows, and what a cancel names).
     pub(super) pid: i32,
-    jobs: mpsc::UnboundedSender<Job>,
+    /// The connection: statements take it in turn, and the task while the session idles
+    /// (`None` once the session ended).
+    conn: tokio::sync::Mutex<Option<PgListener>>,
     state: Mutex<SessionState>,
     alive: AtomicBool,
-    /// Jobs sent and not finished.
+    /// Statements waiting for the connection or running.
     in_flight: AtomicUsize,
+    /// The task holds the connection to watch it.
+    watching: AtomicBool,
+    /// A statement wants the connection: the task gives it up.
+    wanted: Notify,
+    /// The last statement under way ended.
+    idle: Notify,
+    /// When the last statement ended.
+    last_use: Mutex<Instant>,
     /// The earliest lease end may have moved.
     deadlines_moved: Notify,
     /// Held while a cancel of the waiting statement is being sent: the task waits for it
@@ -93,14 +107,17 @@ impl Session {
             .fetch_one(&mut conn)
             .await?;
         statements.fetch_add(1, Ordering::Relaxed);
-        let (jobs, queue) = mpsc::unbounded_channel();
         let session = Arc::new(Session {
             id,
             pid,
-            jobs,
+            conn: tokio::sync::Mutex::new(Some(conn)),
             state: Mutex::new(SessionState::new()),
             alive: AtomicBool::new(true),
             in_flight: AtomicUsize::new(0),
+            watching: AtomicBool::new(false),
+            wanted: Notify::new(),
+            idle: Notify::new(),
+            last_use: Mutex::new(Instant::now()),
             deadlines_moved: Notify::new(),
             cancel_gate: CancelGate::default(),
             last_answer: Mutex::new(Instant::now()),
@@ -108,7 +125,7 @@ impl Session {
             token: uuid::Uuid::new_v4().as_u64_pair().0 as i64,
             events: events.clone(),
         });
-        tokio::spawn(drive(session.clone(), conn, queue, pool, events));
+        tokio::spawn(watch(session.clone(), pool, events));
         Ok(session)
     }
 
@@ -124,11 +141,13 @@ impl Session {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Takes the session for dead: its task ends after the job under way, and its
-    /// connection is closed.
+    /// Takes the session for dead: no statement is sent on it any more, and its task
+    /// closes the connection.
     pub(super) fn kill(&self) {
         self.alive.store(false, Ordering::Release);
         self.deadlines_moved.notify_one();
+        self.wanted.notify_one();
+        self.idle.notify_one();
     }
 
     /// Keeps `key` here for `holder` while an acquisition in `mode` is on its way (ended
@@ -165,10 +184,10 @@ impl Session {
         self.deadlines_moved.notify_one();
     }
 
-    /// Runs `statement` on the session's connection after the statements sent before it,
-    /// and answers its result. The statement runs to its end even if the caller goes away
-    /// (what it does to the session's state, it does inside). An error that ends the
-    /// connection ends the session.
+    /// Runs `statement` on the session's connection after the statements that came before
+    /// it, and answers its result. It runs to its end even if the caller goes away (what
+    /// it does to the session's state, it does inside). An error that ends the connection
+    /// ends the session.
     pub(super) async fn run<T, F>(self: &Arc<Self>, statement: F) -> Result<T, SessionError>
     where
         T: Send + 'static,
@@ -176,35 +195,39 @@ impl Session {
             + Send
             + 'static,
     {
-        let (reply, answer) = oneshot::channel();
-        let session = self.clone();
-        let job: Job = Box::new(move |conn| {
-            Box::pin(async move {
-                session.statements.fetch_add(1, Ordering::Relaxed);
-                let result = statement(conn).await;
-                match &result {
-                    Err(error) if sql::ends_session(error) => session.kill(),
-                    _ => {
-                        *session
-                            .last_answer
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner()) = Instant::now()
-                    }
-                }
-                session.in_flight.fetch_sub(1, Ordering::Relaxed);
-                let _ = reply.send(result);
-            })
-        });
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        if !self.is_alive() || self.jobs.send(job).is_err() {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if !self.is_alive() {
             return Err(SessionError::Ended);
         }
-        match answer.await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(SessionError::Sql(error)),
-            Err(_) => Err(SessionError::Ended),
-        }
+        let session = self.clone();
+        FinishOnDrop(Some(Box::pin(async move {
+            session.in_flight.fetch_add(1, Ordering::SeqCst);
+            if session.watching.load(Ordering::SeqCst) {
+                session.wanted.notify_one();
+            }
+            let mut guard = session.conn.lock().await;
+            let result = match guard.as_mut() {
+                Some(conn) if session.is_alive() => {
+                    session.statements.fetch_add(1, Ordering::Relaxed);
+                    let result = statement(conn).await;
+                    match &result {
+                        Err(error) if sql::ends_session(error) => session.kill(),
+                        _ => *lock(&session.last_answer) = Instant::now(),
+                    }
+                    if session.is_alive() && session.expiry_due() {
+                        expire(&session, conn).await;
+                    }
+                    result.map_err(SessionError::Sql)
+                }
+                _ => Err(SessionError::Ended),
+            };
+            *lock(&session.last_use) = Instant::now();
+            if session.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+                session.idle.notify_one();
+            }
+            drop(guard);
+            result
+        })))
+        .await
     }
 
     /// Whether the session still answers: at once if a statement came back within
@@ -266,6 +289,12 @@ impl Session {
         }
     }
 
+    /// Whether a hold's lease has ended.
+    fn expiry_due(&self) -> bool {
+        self.next_deadline()
+            .is_some_and(|deadline| deadline <= Instant::now())
+    }
+
     /// The earliest lease end among its holds.
     fn next_deadline(&self) -> Option<Instant> {
         self.state()
@@ -276,44 +305,89 @@ impl Session {
     }
 }
 
-/// The session's task: runs its jobs, frees holds whose lease ended, and watches the
-/// socket between statements; then closes the connection and reports what was held.
-async fn drive(
-    session: Arc<Session>,
-    mut conn: PgListener,
-    mut jobs: mpsc::UnboundedReceiver<Job>,
-    pool: PgPool,
-    events: Arc<dyn SessionEvents>,
-) {
-    while session.is_alive() {
-        let moved = session.deadlines_moved.notified();
-        let next = session.next_deadline();
-        tokio::select! {
-            biased;
-            job = jobs.recv() => match job {
-                Some(job) => job(&mut conn).await,
-                None => break,
-            },
-            _ = moved => {}
-            _ = sleep_until(next) => expire(&session, &mut conn, &*events).await,
-            message = conn.try_recv() => match message {
-                // No channel is listened to; a notification is nothing to act on.
-                Ok(Some(_)) => {}
-                // The server closed the connection (terminated, shut down) or it broke.
-                Ok(None) | Err(_) => session.kill(),
-            },
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A statement's future that is finished in the background if its caller drops it: a
+/// statement cut off midway would leave the connection unusable and its effect uncounted.
+struct FinishOnDrop<T: Send + 'static>(Option<ConnFuture<'static, T>>);
+
+impl<T: Send + 'static> std::future::Future for FinishOnDrop<T> {
+    type Output = T;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<T> {
+        let future = self.0.as_mut().expect("polled after completion");
+        let output = future.as_mut().poll(cx);
+        if output.is_ready() {
+            self.0 = None;
+        }
+        output
+    }
+}
+
+impl<T: Send + 'static> Drop for FinishOnDrop<T> {
+    fn drop(&mut self) {
+        if let (Some(future), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(future);
         }
     }
-    session.kill();
-    // Jobs still queued are dropped: their callers are told the session ended.
-    jobs.close();
+}
+
+/// The session's task: once the session has been idle a moment, holds the connection and
+/// watches its socket (giving it up to any statement that comes), frees holds whose lease
+/// ended; when the session ends, closes the connection and reports what was held.
+async fn watch(session: Arc<Session>, pool: PgPool, events: Arc<dyn SessionEvents>) {
+    while session.is_alive() {
+        // Idle a moment first: a statement that comes meanwhile needs no hand-over.
+        let idle = session.idle.notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        if session.in_flight.load(Ordering::SeqCst) > 0 {
+            idle.await;
+            continue;
+        }
+        let idle_since = *lock(&session.last_use);
+        if idle_since.elapsed() < IDLE_BEFORE_WATCH {
+            tokio::time::sleep_until(idle_since + IDLE_BEFORE_WATCH).await;
+            continue;
+        }
+        let mut guard = session.conn.lock().await;
+        let Some(conn) = guard.as_mut() else {
+            break;
+        };
+        session.watching.store(true, Ordering::SeqCst);
+        while session.is_alive() && session.in_flight.load(Ordering::SeqCst) == 0 {
+            let moved = session.deadlines_moved.notified();
+            let next = session.next_deadline();
+            tokio::select! {
+                biased;
+                _ = session.wanted.notified() => {}
+                _ = moved => {}
+                _ = sleep_until(next) => expire(&session, conn).await,
+                message = conn.try_recv() => match message {
+                    // No channel is listened to; a notification is nothing to act on.
+                    Ok(Some(_)) => {}
+                    // The server closed the connection (terminated, shut down) or it broke.
+                    Ok(None) | Err(_) => session.kill(),
+                },
+            }
+        }
+        session.watching.store(false, Ordering::SeqCst);
+        drop(guard);
+        *lock(&session.last_use) = Instant::now();
+    }
     let lost: Vec<Holder> = {
         let mut state = session.state();
         state.waiting = None;
         state.drain().into_iter().map(|hold| hold.holder).collect()
     };
     // Closed, not returned to a pool: whatever the server still has for it goes with it.
-    drop(conn);
+    drop(session.conn.lock().await.take());
     pool.close().await;
     events.ended(&session, lost);
 }
@@ -327,7 +401,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Frees the holds whose lease ended (a fixed lease, or a watchdog that could not renew):
 /// the server has no leases, so the session ends them at their time.
-async fn expire(session: &Arc<Session>, conn: &mut PgListener, events: &dyn SessionEvents) {
+async fn expire(session: &Arc<Session>, conn: &mut PgListener) {
     let now = Instant::now();
     let due: Vec<(AdvisoryKey, Holder, u32, u32)> = session
         .state()
@@ -359,5 +433,5 @@ async fn expire(session: &Arc<Session>, conn: &mut PgListener, events: &dyn Sess
             state.tidy(key);
         }
     }
-    events.freed();
+    session.events.freed();
 }

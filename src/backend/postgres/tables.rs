@@ -61,6 +61,8 @@ pub(super) struct Tables {
     pub(super) store_record: String,
     pub(super) clear_work: String,
     pub(super) sweep: String,
+    /// Records stored so far (every so many, the expired ones are swept).
+    pub(super) records_stored: std::sync::atomic::AtomicU64,
     /// In a handler's transaction: its response as the key's record, unless a record is in
     /// force (another run of the key committed first: this one must roll back).
     #[cfg(feature = "idempotency")]
@@ -144,6 +146,7 @@ impl Tables {
                      holder_token = NULL, value = EXCLUDED.value, expires_at = EXCLUDED.expires_at \
                  WHERE r.value IS NULL OR r.expires_at <= now()"
             ),
+            records_stored: std::sync::atomic::AtomicU64::new(0),
             sweep: format!(
                 "DELETE FROM {records} WHERE lock_key IN \
                  (SELECT lock_key FROM {records} WHERE expires_at < now() LIMIT 100)"
