@@ -172,3 +172,35 @@ async fn a_thousand_waiters_wait_on_two_sessions_and_send_nothing() {
     );
     support::nothing_left_behind(&locks).await;
 }
+
+/// A waiter dropped while it waits in the server's queue (its request went away) is taken
+/// out of the queue at once, not at the end of its 600 s wait; the lock works on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiter_leaves_the_servers_queue_at_once() {
+    let url = support::postgres::shared_url();
+    let name = support::unique("dropped-waiter");
+    let (locks, _) = crate::manager(&url);
+    let (other, _) = crate::manager(&url);
+    let holder = locks.lock(&name).acquire().await.unwrap();
+    let admin = crate::pool(&url);
+    for _ in 0..3 {
+        let waiter = support::spawn_waiter(&other, &name, Duration::from_secs(600));
+        support::eventually("the waiter waits in the server's queue", || async {
+            (crate::sessions_of(&admin, &name, false).await.len() == 1).then_some(())
+        })
+        .await;
+        waiter.abort();
+        support::eventually("the dropped waiter left the server's queue", || async {
+            crate::sessions_of(&admin, &name, false)
+                .await
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+    }
+    assert_eq!(holder.release().await.unwrap(), Released::Unlocked);
+    let next = other.lock(&name).try_acquire().await.expect("free");
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+    support::nothing_left_behind(&locks).await;
+    support::nothing_left_behind(&other).await;
+}
