@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --example demo                          # embedded in-memory backend
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example demo   # on Redis
+//! DATABASE_URL=postgres://app@localhost/app cargo run --features postgres --example demo   # on PostgreSQL
 //! ```
 
 use std::io::Write;
@@ -53,10 +54,24 @@ async fn pay(
     format!("order {order} paid by request {request}\n")
 }
 
+/// A manager on PostgreSQL at `url`.
+#[cfg(feature = "postgres")]
+async fn postgres(url: &str) -> Result<LockManager, String> {
+    let backend = tower_lock::backend::PostgresBackend::connect(url)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(LockManager::builder().backend(backend))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_url: &str) -> Result<LockManager, String> {
+    Err("the demo was built without PostgreSQL: run it with `--features postgres`".into())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let locks = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => match LockManager::redis(&url).await {
+    let locks = match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL")) {
+        (Ok(url), _) if !url.is_empty() => match LockManager::redis(&url).await {
             Ok(locks) => {
                 println!("backend: Redis at {url}");
                 locks
@@ -66,8 +81,20 @@ async fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
+        (_, Ok(url)) if !url.is_empty() => match postgres(&url).await {
+            Ok(locks) => {
+                println!("backend: PostgreSQL at {url}");
+                locks
+            }
+            Err(error) => {
+                eprintln!("cannot use PostgreSQL at {url}: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
         _ => {
-            println!("backend: embedded in-memory (set REDIS_URL to use Redis)");
+            println!(
+                "backend: embedded in-memory (set REDIS_URL to use Redis, DATABASE_URL for PostgreSQL)"
+            );
             LockManager::memory()
         }
     };

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole test suite against real redis-server processes (started by the tests on
-# free loopback ports) and, for the interop suite, the real Redisson (Java). Installs what is
-# absent from Debian's packages: redis-server, a headless JDK and Maven, and PostgreSQL (for
-# the fenced lock's example test, which starts a throwaway server of its own).
+# Runs the whole test suite against real redis-server and PostgreSQL processes (started by
+# the tests on free loopback ports) and, for the interop suite, the real Redisson (Java).
+# Installs what is absent from Debian's packages: redis-server, PostgreSQL, a headless JDK
+# and Maven.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +10,7 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 { command -v java && command -v javac; } >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
-# PostgreSQL for the fenced lock's example test (Debian keeps initdb off PATH).
+# PostgreSQL for its backend's tests (Debian keeps initdb off PATH).
 { command -v initdb || compgen -G "/usr/lib/postgresql/*/bin/initdb"; } >/dev/null 2>&1 \
   || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -39,7 +39,7 @@ python3 scripts/import-cycles.py src
 python3 scripts/rust-version.py --check
 cargo clippy --all-targets --all-features --quiet -- -D warnings
 # Each feature on its own builds cleanly (the engine and the in-memory backend need neither).
-for features in "" "redis" "axum" "metrics" "conformance"; do
+for features in "" "redis" "axum" "metrics" "conformance" "postgres"; do
   cargo clippy --lib --quiet --no-default-features --features "$features" -- -D warnings
 done
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet

@@ -1,4 +1,5 @@
-//! The examples build with the test suite; the demo also runs to completion.
+//! The examples build with the test suite; the demo also runs to completion, in memory and
+//! on PostgreSQL.
 
 mod support;
 
@@ -6,12 +7,27 @@ use std::process::Command;
 
 #[test]
 fn demo_runs_and_shows_the_lock_at_work() {
+    demo_works(None);
+}
+
+/// The demo on PostgreSQL (`DATABASE_URL`).
+#[test]
+fn the_demo_runs_on_postgres() {
+    demo_works(Some(support::postgres::shared_url()));
+}
+
+fn demo_works(database: Option<String>) {
     let demo = support::example("demo");
-    let output = Command::new(&demo)
-        .env_remove("REDIS_URL")
-        .output()
-        .expect("run the demo");
+    let mut command = Command::new(&demo);
+    command.env_remove("REDIS_URL").env_remove("DATABASE_URL");
+    if let Some(url) = &database {
+        command.env("DATABASE_URL", url);
+    }
+    let output = command.output().expect("run the demo");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    if database.is_some() {
+        assert!(stdout.contains("backend: PostgreSQL"), "{stdout}");
+    }
     assert!(
         output.status.success(),
         "demo failed:\n{stdout}\n{}",

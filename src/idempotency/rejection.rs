@@ -73,11 +73,9 @@ pub enum IdempotencyRejection {
         /// The backend's name.
         backend: &'static str,
     },
-    /// A handler asked for its request's transaction ([`IdempotentTransaction`]) on a route
-    /// whose idempotency layer has none (its `.transactions(..)` was not set): 500 (a setup
-    /// mistake).
-    ///
-    /// [`IdempotentTransaction`]: super::IdempotentTransaction
+    /// A handler asked for its request's transaction (`IdempotentTransaction`, feature
+    /// `postgres`) on a route whose idempotency layer has none (its `.transactions(..)` was
+    /// not set): 500 (a setup mistake).
     NoTransaction,
     /// The handler's transaction, with its response, could not be committed (or begun):
     /// nothing it did was applied, and a retry runs it again: 503 with `Retry-After`.

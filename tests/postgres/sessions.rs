@@ -204,3 +204,37 @@ async fn a_dropped_waiter_leaves_the_servers_queue_at_once() {
     support::nothing_left_behind(&locks).await;
     support::nothing_left_behind(&other).await;
 }
+
+/// A writer may read (a downgrade) and reenter while a writer of another process waits in
+/// the server's queue: a session's own holds go before its waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_downgrades_and_reenters_while_another_writer_waits() {
+    let url = support::postgres::shared_url();
+    let name = support::unique("downgrade");
+    let (locks, _) = crate::manager(&url);
+    let (other, _) = crate::manager(&url);
+    let write = locks.write_lock(&name).acquire().await.unwrap();
+    let waiting = {
+        let (other, name) = (other.clone(), name.clone());
+        tokio::spawn(async move {
+            other
+                .write_lock(&name)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    let admin = crate::pool(&url);
+    support::eventually("the other writer waits in the server's queue", || async {
+        (crate::sessions_of(&admin, &name, false).await.len() == 1).then_some(())
+    })
+    .await;
+    let again = write.write_lock().await.expect("a reentry");
+    let read = write.read_lock().await.expect("a downgrade");
+    assert_eq!(again.release().await.unwrap(), Released::StillHeld);
+    assert_eq!(write.release().await.unwrap(), Released::Unlocked);
+    assert!(!waiting.is_finished(), "still reading");
+    assert_eq!(read.release().await.unwrap(), Released::Unlocked);
+    let next = waiting.await.unwrap().expect("the other writer gets in");
+    assert_eq!(next.release().await.unwrap(), Released::Unlocked);
+}

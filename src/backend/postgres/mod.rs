@@ -8,22 +8,6 @@
 //! lock timeout), so the server hands it the lock the moment it is free — released, or
 //! freed with a session that ended — and nothing is sent while it waits. Only the first
 //! waiter of a name in this process waits there; the others wait in the process's queue.
-//!
-//! # Examples
-//!
-//! ```no_run
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use sqlx::postgres::PgPool;
-//! use tower_lock::backend::PostgresBackend;
-//! use tower_lock::LockManager;
-//!
-//! let pool = PgPool::connect("postgres://app@localhost/app").await?;
-//! let locks = LockManager::builder().backend(PostgresBackend::new(&pool));
-//! let guard = locks.lock("orders:42").acquire().await?;
-//! // ... the order's work ...
-//! guard.release().await?;
-//! # Ok(()) }
-//! ```
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,8 +47,29 @@ use tables::Tables;
 /// How many sessions (connections) a backend opens at most, by default.
 pub const DEFAULT_MAX_SESSIONS: usize = 16;
 
-/// Locks on PostgreSQL's advisory locks (see the [module](self) documentation and
-/// `docs/postgres.md`). Cheap to clone; clones share the sessions.
+/// Locks on PostgreSQL's advisory locks, on connections of its own opened with the settings
+/// of a pool the application has (sqlx's [`PgPool`]): every grant is the server's answer, a
+/// waiter waits in the server's own lock queue and sends nothing meanwhile, and a lock lasts
+/// as long as the session that holds it — a session the server ends tells its holders at
+/// once. Plain, read-write, fenced and multi-locks, and records for the idempotency layer
+/// (with exactly-once effects: `idempotency::IdempotentTransaction`); no fair locks or
+/// semaphores. See `docs/postgres.md`. Cheap to clone; clones share the sessions.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use sqlx::postgres::PgPool;
+/// use tower_lock::backend::PostgresBackend;
+/// use tower_lock::LockManager;
+///
+/// let pool = PgPool::connect("postgres://app@localhost/app").await?;
+/// let locks = LockManager::builder().backend(PostgresBackend::new(&pool));
+/// let guard = locks.lock("orders:42").acquire().await?;
+/// // ... the order's work ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct PostgresBackend {
     inner: Arc<Inner>,
