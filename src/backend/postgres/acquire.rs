@@ -22,11 +22,7 @@ use crate::kind::LockKind;
 
 pub(super) async fn acquire(inner: Arc<Inner>, args: AcquireArgs) -> Result<Attempt, BackendError> {
     let mode = Mode::of(args.kind)?;
-    let key = AdvisoryKey::from_name(args.key.as_str());
-    let holder = Holder {
-        owner: args.owner.clone(),
-        key: args.key.clone(),
-    };
+    let (key, holder) = Holder::of(&args.key, &args.owner);
     let fenced = args.kind == LockKind::Fenced;
     if fenced || args.unless_recorded {
         inner.tables.ensure(inner.sessions.control()).await?;

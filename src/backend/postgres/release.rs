@@ -23,11 +23,7 @@ pub(super) async fn release(
     args: ReleaseArgs,
 ) -> Result<ReleaseReply, BackendError> {
     let mode = Mode::of(args.kind)?;
-    let key = AdvisoryKey::from_name(args.key.as_str());
-    let holder = Holder {
-        owner: args.owner.clone(),
-        key: args.key.clone(),
-    };
+    let (key, holder) = Holder::of(&args.key, &args.owner);
     let Found::Held(session) = inner.sessions.find(key, &holder) else {
         return Ok(ReleaseReply::new(Released::NotHeld));
     };
@@ -160,11 +156,7 @@ pub(super) async fn give_back(
 /// within a third of the lease).
 pub(super) async fn renew(inner: Arc<Inner>, args: RenewArgs) -> Result<bool, BackendError> {
     let mode = Mode::of(args.kind)?;
-    let key = AdvisoryKey::from_name(args.key.as_str());
-    let holder = Holder {
-        owner: args.owner.clone(),
-        key: args.key.clone(),
-    };
+    let (key, holder) = Holder::of(&args.key, &args.owner);
     let Found::Held(session) = inner.sessions.find(key, &holder) else {
         return Ok(false);
     };
@@ -197,11 +189,7 @@ pub(super) async fn renew(inner: Arc<Inner>, args: RenewArgs) -> Result<bool, Ba
 /// A waiter stopped waiting: its statement in the server's queue is cut off (a cancel),
 /// and a wait not started yet does not start.
 pub(super) async fn leave_queue(inner: Arc<Inner>, args: LeaveArgs) -> Result<(), BackendError> {
-    let key = AdvisoryKey::from_name(args.key.as_str());
-    let holder = Holder {
-        owner: args.owner,
-        key: args.key,
-    };
+    let (key, holder) = Holder::of(&args.key, &args.owner);
     let ctl = inner
         .waits
         .lock()

@@ -20,6 +20,17 @@ pub(super) struct Holder {
     pub(super) key: LockKey,
 }
 
+impl Holder {
+    /// `owner` of `key`, and the advisory key it locks.
+    pub(super) fn of(key: &LockKey, owner: &OwnerId) -> (AdvisoryKey, Holder) {
+        let holder = Holder {
+            owner: owner.clone(),
+            key: key.clone(),
+        };
+        (AdvisoryKey::from_name(key.as_str()), holder)
+    }
+}
+
 /// One holder's holds of one advisory key on a session.
 #[derive(Debug)]
 pub(super) struct KeyHold {

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::advisory_key::AdvisoryKey;
 use super::mode::Mode;
-use super::session::{Holder, Session, SessionError};
+use super::session::{ConnFuture, Holder, Session, SessionError};
 use super::sql;
 use super::Inner;
 use crate::backend::{AcquireArgs, Attempt};
@@ -63,15 +63,21 @@ pub(super) async fn take_on(
     how: How,
 ) -> Result<Took, BackendError> {
     let (tables, lock_key, lease) = (inner.tables.clone(), args.key.clone(), args.lease);
-    let (on, who) = (session.clone(), holder.clone());
+    let on = session.clone();
     let wait_ms = match how {
         How::Wait(wait) => Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
         How::Try | How::JoinReaders => None,
     };
     let joins = matches!(how, How::JoinReaders);
     let sent = Instant::now();
-    let ran = session
-        .run(move |conn| {
+    taking(
+        session,
+        key,
+        holder,
+        mode,
+        sent + lease,
+        "take a lock",
+        move |conn| {
             Box::pin(async move {
                 let result = match (fenced, wait_ms) {
                     (true, _) => {
@@ -149,22 +155,52 @@ pub(super) async fn take_on(
                     }
                     ok => ok,
                 };
-                let held_until = matches!(result, Ok(Took::Lock(_))).then(|| sent + lease);
-                on.settle(key, &who, mode, held_until);
+                result
+            })
+        },
+    )
+    .await
+}
+
+/// Unlocks `key` if this session holds it (a statement that failed after taking it).
+/// Runs `statement`, which may take `key` for `holder` in `mode` (kept for it by the
+/// caller), on `session`: inside its job, what it took is counted (its lease ending at
+/// `held_until`) and the key is no longer kept for the acquisition; if the session ended
+/// first, the key is no longer kept either. `what` names the statement in errors.
+pub(super) async fn taking<F>(
+    session: &Arc<Session>,
+    key: AdvisoryKey,
+    holder: &Holder,
+    mode: Mode,
+    held_until: Instant,
+    what: &str,
+    statement: F,
+) -> Result<Took, BackendError>
+where
+    F: for<'c> FnOnce(&'c mut PgListener) -> ConnFuture<'c, Result<Took, sqlx::Error>>
+        + Send
+        + 'static,
+{
+    let (on, who) = (session.clone(), holder.clone());
+    let ran = session
+        .run(move |conn| {
+            Box::pin(async move {
+                let result = statement(conn).await;
+                let took = matches!(result, Ok(Took::Lock(_)));
+                on.settle(key, &who, mode, took.then_some(held_until));
                 result
             })
         })
         .await;
     ran.map_err(|error| {
-        // The job never ran: the key is no longer kept for the holder.
+        // The statement never ran: the key is no longer kept for the holder.
         if matches!(error, SessionError::Ended) {
             session.settle(key, holder, mode, None);
         }
-        error.into_backend_error("take a lock")
+        error.into_backend_error(what)
     })
 }
 
-/// Unlocks `key` if this session holds it (a statement that failed after taking it).
 pub(super) async fn undo_if_held(conn: &mut PgListener, key: AdvisoryKey, mode: Mode) {
     if let Ok(true) = sql::holds(key).fetch_one(&mut *conn).await {
         let _ = sql::unlock(key, mode).fetch_one(&mut *conn).await;

@@ -7,9 +7,9 @@ use tokio::time::Instant;
 
 use super::advisory_key::AdvisoryKey;
 use super::mode::Mode;
-use super::session::{Holder, SessionError, WaitCtl};
+use super::session::{Holder, WaitCtl};
 use super::sql;
-use super::take::{undo_if_held, Took};
+use super::take::{taking, undo_if_held, Took};
 use super::Inner;
 use crate::backend::AcquireArgs;
 use crate::error::BackendError;
@@ -43,15 +43,13 @@ pub(super) async fn wait_in_server(
     }
     let timeout_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
     let (tables, lock_key, lease) = (inner.tables.clone(), args.key.clone(), args.lease);
-    let (on, waited, who) = (session.clone(), ctl.clone(), holder.clone());
+    let (on, waited) = (session.clone(), ctl.clone());
     let sent = Instant::now();
-    let ran = session
-        .run(move |conn| {
+    taking(&session, key, holder, mode, sent + lease, "wait for a lock", move |conn| {
             Box::pin(async move {
                 if waited.has_left() {
                     // Its acquirer left before the statement went out.
                     on.wait_ended(&waited, false).await;
-                    on.settle(key, &who, mode, None);
                     return Ok(Took::Nothing);
                 }
                 let result = if fenced {
@@ -87,18 +85,10 @@ pub(super) async fn wait_in_server(
                     Err(error) if !on.is_alive() && !sql::ends_session(&error) => Ok(Took::Nothing),
                     other => other,
                 };
-                let held_until = matches!(result, Ok(Took::Lock(_))).then(|| sent + lease);
-                on.settle(key, &who, mode, held_until);
                 result
             })
         })
-        .await;
-    ran.map_err(|error| {
-        if matches!(error, SessionError::Ended) {
-            session.settle(key, holder, mode, None);
-        }
-        error.into_backend_error("wait for a lock")
-    })
+        .await
 }
 
 /// A waiting acquisition listed for [`leave_queue`](super::release::leave_queue) while it
