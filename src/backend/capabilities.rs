@@ -60,6 +60,9 @@ pub struct Capabilities {
     ///
     /// [`Attempt::Busy`]: super::Attempt::Busy
     pub reports_holder_lease: bool,
+    /// Why a kind that [`kinds`](Self::kinds) leaves out is missing, in a few words that
+    /// [`LockError::Unsupported`] passes on (`None`: no reason given). Default: none.
+    pub why_missing: fn(crate::kind::LockKind) -> Option<&'static str>,
 }
 
 impl Default for Capabilities {
@@ -74,6 +77,7 @@ impl Default for Capabilities {
             answers_at_once: false,
             waits_in_store: false,
             reports_holder_lease: true,
+            why_missing: |_| None,
         }
     }
 }
@@ -136,6 +140,12 @@ impl Capabilities {
     /// With [`reports_holder_lease`](Self::reports_holder_lease) set as given.
     pub fn reports_holder_lease(mut self, reports: bool) -> Self {
         self.reports_holder_lease = reports;
+        self
+    }
+
+    /// With [`why_missing`](Self::why_missing) set as given.
+    pub fn why_missing(mut self, why: fn(crate::kind::LockKind) -> Option<&'static str>) -> Self {
+        self.why_missing = why;
         self
     }
 }

@@ -60,3 +60,29 @@ async fn sessions_of(pool: &PgPool, name: &str, granted: bool) -> Vec<i32> {
     .await
     .expect("read pg_locks")
 }
+
+/// The kinds this backend does not have are refused before anything reaches the server,
+/// saying why.
+#[tokio::test]
+async fn missing_kinds_are_refused_with_the_reason() {
+    let (locks, backend) = manager(&support::postgres::shared_url());
+    for (request, starts) in [
+        (
+            locks.fair_lock("order:1"),
+            "fair locks (an order across processes",
+        ),
+        (
+            locks.semaphore("order:1", 3),
+            "semaphore locks (advisory locks cannot count",
+        ),
+    ] {
+        match request.acquire().await {
+            Err(tower_lock::LockError::Unsupported { backend, what }) => {
+                assert_eq!(backend, "postgres");
+                assert!(what.starts_with(starts), "{what}");
+            }
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+    }
+    assert_eq!(backend.statements_sent(), 0, "nothing reached the server");
+}

@@ -246,6 +246,17 @@ impl Backend for PostgresBackend {
             .inspects(true)
             .waits_in_store(true)
             .reports_holder_lease(false)
+            .why_missing(|kind| match kind {
+                LockKind::Fair => Some(
+                    "an order across processes would need a connection for every waiting \
+                     acquisition; a plain lock's waiters queue in the server first come, first served",
+                ),
+                LockKind::Semaphore(_) => Some(
+                    "advisory locks cannot count permits, and waiting for one to free would \
+                     mean polling",
+                ),
+                _ => None,
+            })
     }
 
     fn is_available(&self) -> bool {

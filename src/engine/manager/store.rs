@@ -117,7 +117,10 @@ impl Store {
         let what = if self.capabilities.kinds.contains(kind) && records {
             "locks with a record".to_owned()
         } else {
-            format!("{} locks", kind.name())
+            match (self.capabilities.why_missing)(kind) {
+                Some(why) => format!("{} locks ({why})", kind.name()),
+                None => format!("{} locks", kind.name()),
+            }
         };
         LockError::Unsupported {
             backend: self.name(),
