@@ -1,14 +1,19 @@
 // The guide's examples use the HTTP layer and the Redis backend: shown whole with the
 // default features (and on docs.rs), in short without them.
 #![cfg_attr(
-    all(feature = "axum", feature = "redis", feature = "idempotency"),
+    all(feature = "axum", feature = "redis", feature = "idempotency", feature = "coalesce"),
     doc = include_str!("docs/crate.md")
 )]
 #![cfg_attr(
-    not(all(feature = "axum", feature = "redis", feature = "idempotency")),
+    not(all(
+        feature = "axum",
+        feature = "redis",
+        feature = "idempotency",
+        feature = "coalesce"
+    )),
     doc = "Request-scoped distributed locks: a [`LockManager`] hands out locks that a \
            watchdog keeps alive while held. Built without some of its default features \
-           (`redis`, `axum`, `idempotency`); the guide is on the crate's front page with \
+           (`redis`, `axum`, `idempotency`, `coalesce`); the guide is on the crate's front page with \
            them."
 )]
 #![warn(missing_docs)]
@@ -16,6 +21,9 @@
 
 pub mod admin;
 pub mod backend;
+#[cfg(feature = "coalesce")]
+#[cfg_attr(docsrs, doc(cfg(feature = "coalesce")))]
+pub mod coalesce;
 #[cfg(feature = "conformance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;

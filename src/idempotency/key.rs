@@ -152,10 +152,16 @@ pub(crate) fn lock_name(namespace: &str, scope: Option<&str>, key: &str) -> Stri
         hash.update(part.as_bytes());
     }
     hash.update([u8::from(scope.is_some())]);
-    let digest = hash.finalize();
+    braced_hex_name("idempotency:", &hash.finalize())
+}
+
+/// `prefix{<digest in hex>}`: the braces make the lock, its record and its channel share
+/// a cluster slot.
+pub(crate) fn braced_hex_name(prefix: &str, digest: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut name = String::with_capacity(13 + 64 + 1);
-    name.push_str("idempotency:{");
+    let mut name = String::with_capacity(prefix.len() + 2 * digest.len() + 2);
+    name.push_str(prefix);
+    name.push('{');
     for byte in digest {
         name.push(char::from(HEX[usize::from(byte >> 4)]));
         name.push(char::from(HEX[usize::from(byte & 0xf)]));

@@ -26,7 +26,7 @@ pub const DEFAULT_STORE_LIMIT: usize = 1024 * 1024;
 /// The statuses stored by default: the handler's answers, except those that say "try
 /// again" (`408`, `425`, `429`, and every `5xx`): a retry after one of those runs the
 /// handler again, as a webhook sender expects.
-fn stored_by_default(status: StatusCode, _: &HeaderMap) -> bool {
+pub(crate) fn stored_by_default(status: StatusCode, _: &HeaderMap) -> bool {
     !(status.is_server_error()
         || status == StatusCode::REQUEST_TIMEOUT
         || status == StatusCode::TOO_EARLY

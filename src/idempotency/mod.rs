@@ -34,14 +34,14 @@
 //! # let _ = app;
 //! ```
 
-mod capture;
+pub(crate) mod capture;
 mod config;
-mod key;
-mod layer;
-mod rejection;
-mod run;
+pub(crate) mod key;
+pub(crate) mod layer;
+pub(crate) mod rejection;
+pub(crate) mod run;
 mod service;
-mod stored;
+pub(crate) mod stored;
 #[cfg(feature = "postgres")]
 mod transaction;
 

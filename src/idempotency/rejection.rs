@@ -205,29 +205,44 @@ impl fmt::Display for IdempotencyRejection {
 
 impl IntoResponse for IdempotencyRejection {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let problem = serde_json::json!({
-            "type": "about:blank",
-            "title": status.canonical_reason().unwrap_or("Error"),
-            "status": status.as_u16(),
-            "detail": self.body_text(),
-            "code": self.code(),
-        });
-        let mut response = (status, problem.to_string()).into_response();
-        let headers = response.headers_mut();
-        headers.insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        if let Some(after) = self.retry_after() {
-            headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(after)));
-        }
-        response
+        problem_response(
+            self.status(),
+            &self.body_text(),
+            self.code(),
+            self.retry_after(),
+        )
     }
 }
 
+/// A problem details response (RFC 9457): `type`, `title`, `status`, `detail` and the
+/// layer's `code` for the case, with `Retry-After` when given.
+pub(crate) fn problem_response(
+    status: StatusCode,
+    detail: &str,
+    code: &str,
+    retry_after: Option<Duration>,
+) -> Response {
+    let problem = serde_json::json!({
+        "type": "about:blank",
+        "title": status.canonical_reason().unwrap_or("Error"),
+        "status": status.as_u16(),
+        "detail": detail,
+        "code": code,
+    });
+    let mut response = (status, problem.to_string()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    if let Some(after) = retry_after {
+        headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(after)));
+    }
+    response
+}
+
 /// Whole seconds, rounded up, at least 1.
-fn retry_after_secs(delay: Duration) -> u64 {
+pub(crate) fn retry_after_secs(delay: Duration) -> u64 {
     (delay.as_secs() + u64::from(delay.subsec_nanos() > 0)).max(1)
 }
 

@@ -8,9 +8,8 @@ use std::time::Duration;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::response::{IntoResponse, Response};
 use axum::BoxError;
-use http::header::CACHE_CONTROL;
 use http::request::Parts;
-use http::{HeaderMap, Request};
+use http::Request;
 use sha2::{Digest, Sha256};
 use tower_service::Service;
 
@@ -18,7 +17,7 @@ use super::capture::{capture, Captured};
 use super::config::{IdempotencyConfig, OnConcurrent};
 use super::key::lock_name;
 use super::rejection::IdempotencyRejection;
-use super::stored::{Fingerprint, StoredResponse};
+use super::stored::{cache_control_says, Fingerprint, StoredResponse};
 use super::{DoNotStore, IdempotencyKey};
 use crate::engine::{DropSafe, LockGuard, LockManager};
 use crate::error::{LockError, Released};
@@ -256,7 +255,7 @@ where
     telemetry::idempotency("executed");
     let (mut head, body) = response.into_parts();
     let refused = head.extensions.remove::<DoNotStore>().is_some()
-        || says_no_store(&head.headers)
+        || cache_control_says(&head.headers, "no-store")
         || !(config.store_if)(head.status, &head.headers);
     let captured = capture(Box::pin(body), config.store_limit).await;
     let stored = match (&captured, refused) {
@@ -340,19 +339,11 @@ async fn in_transaction(
     answer
 }
 
-/// Whether `Cache-Control` says `no-store`.
-fn says_no_store(headers: &HeaderMap) -> bool {
-    headers.get_all(CACHE_CONTROL).iter().any(|value| {
-        value.to_str().is_ok_and(|value| {
-            value
-                .split(',')
-                .any(|directive| directive.trim().eq_ignore_ascii_case("no-store"))
-        })
-    })
-}
-
 /// The inner service, made ready, called.
-async fn call<S>(service: &mut S, request: Request<Body>) -> Result<S::Response, S::Error>
+pub(crate) async fn call<S>(
+    service: &mut S,
+    request: Request<Body>,
+) -> Result<S::Response, S::Error>
 where
     S: Service<Request<Body>>,
 {
@@ -361,7 +352,10 @@ where
 }
 
 /// The request, without idempotency.
-async fn pass_through<S, B>(mut service: S, request: Request<Body>) -> Result<Response, S::Error>
+pub(crate) async fn pass_through<S, B>(
+    mut service: S,
+    request: Request<Body>,
+) -> Result<Response, S::Error>
 where
     S: Service<Request<Body>, Response = Response<B>>,
     B: HttpBody<Data = Bytes> + Send + 'static,

@@ -131,16 +131,35 @@ impl StoredResponse {
         })
     }
 
-    /// The replay: the stored status, headers and body, marked `Idempotent-Replayed: true`.
-    pub(crate) fn replay(self) -> Response {
+    /// The stored status, headers and body, as a response.
+    pub(crate) fn into_response(self) -> Response {
         let mut response = Response::new(Body::from(self.body));
         *response.status_mut() = self.status;
         *response.headers_mut() = self.headers;
+        response
+    }
+
+    /// The replay: the stored status, headers and body, marked `Idempotent-Replayed: true`.
+    pub(crate) fn replay(self) -> Response {
+        let mut response = self.into_response();
         response
             .headers_mut()
             .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
         response
     }
+}
+
+/// Whether a response's `Cache-Control` has `directive` (`no-store`, `private`), with or
+/// without an argument.
+pub(crate) fn cache_control_says(headers: &HeaderMap, directive: &str) -> bool {
+    headers.get_all(header::CACHE_CONTROL).iter().any(|value| {
+        value.to_str().is_ok_and(|value| {
+            value.split(',').any(|part| {
+                let name = part.split('=').next().unwrap_or("").trim();
+                name.eq_ignore_ascii_case(directive)
+            })
+        })
+    })
 }
 
 /// Reads a record from the front.

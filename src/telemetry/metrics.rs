@@ -17,6 +17,7 @@
 //!
 //! | name | type | what |
 //! |---|---|---|
+//! | `tower_lock_coalesce_requests_total` | counter | requests through a coalescing layer: `led` (its handler ran and its response was shared), `led_not_shared`, `joined` (answered with another's response), `not_shared` (ran itself: the response was not for sharing), `timed_out`, `private` (credentials without a scope), `no_key`, `unprotected` (backend unavailable), or the code of the layer's own answer |
 //! | `tower_lock_idempotency_requests_total` | counter | requests through an idempotency layer: `executed` (a handler ran; also `not_stored` when its response was not kept), `replayed`, `waited` (also counted under what followed), `unprotected`, or the code of the layer's own answer (`in_progress`, `key_reused`, `missing_key`, …) |
 
 use std::time::Duration;
@@ -76,4 +77,9 @@ fn backend_error_named(kind: &'static str) {
 #[cfg(feature = "idempotency")]
 pub(super) fn idempotency(outcome: &'static str) {
     counter!("tower_lock_idempotency_requests_total", "outcome" => outcome).increment(1);
+}
+
+#[cfg(feature = "coalesce")]
+pub(super) fn coalesce(outcome: &'static str) {
+    counter!("tower_lock_coalesce_requests_total", "outcome" => outcome).increment(1);
 }

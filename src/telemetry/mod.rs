@@ -239,3 +239,20 @@ pub(crate) fn idempotency(outcome: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::idempotency(outcome);
 }
+
+/// A request's span in a coalescing layer (its outcome recorded in it).
+#[cfg(feature = "coalesce")]
+pub(crate) fn coalesce_span(namespace: &str) -> Span {
+    tracing::debug_span!(target: TARGET, "coalesce", namespace, outcome = Empty)
+}
+
+/// What the coalescing layer did with a request (`led`, `led_not_shared`, `joined`,
+/// `not_shared`, `timed_out`, `private`, `no_key`, `unprotected`, or the code of its own
+/// answer): in the request's span, and the counter
+/// `tower_lock_coalesce_requests_total{outcome}`.
+#[cfg(feature = "coalesce")]
+pub(crate) fn coalesce(outcome: &'static str) {
+    Span::current().record("outcome", outcome);
+    #[cfg(feature = "metrics")]
+    metrics::coalesce(outcome);
+}

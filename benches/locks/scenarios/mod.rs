@@ -1,9 +1,10 @@
-//! The scenarios S1–S9 and the baselines, one file each; they share this module's imports
+//! The scenarios S1–S10 and the baselines, one file each; they share this module's imports
 //! and helpers (`use super::*`).
 
 mod cluster;
 mod pinned;
 mod s1;
+mod s10_coalesce;
 mod s1_kinds;
 mod s2;
 mod s2b_fair;
@@ -38,6 +39,7 @@ use crate::{support, Scale};
 
 use cluster::cluster;
 use s1::s1;
+use s10_coalesce::s10;
 use s1_kinds::s1_kinds;
 use s2::{s2, s2b};
 use s2b_fair::s2b_fair;
@@ -103,6 +105,9 @@ pub async fn run_all(scale: Scale) {
     }
     if wanted("s9") || wanted("postgres") {
         s9(scale, &admin, &mut report).await;
+    }
+    if wanted("s10") || wanted("coalesce") {
+        s10(&url, scale, &mut report).await;
     }
     if wanted("cluster") {
         cluster(scale, &mut report).await;

@@ -1,0 +1,181 @@
+//! S10: the coalescing layer — 64 identical GETs over two layers of one backend (two
+//! processes, as Redis sees them) on a 50 ms handler, and throughput on distinct keys
+//! (nothing to coalesce) — against the same routes without it, in one run.
+
+use std::sync::atomic::AtomicUsize;
+
+use axum::routing::get;
+use tower_lock::coalesce::CoalesceLayer;
+
+use super::s4::{http_clients, parallel_rounds, serve};
+use super::*;
+
+pub(super) async fn s10(url: &str, scale: Scale, report: &mut Report) {
+    eprintln!("S10 coalescing…");
+    let section = "S10 coalescing";
+    let backend = RedisBackend::connect(url).await.expect("connect");
+    let eval_client = backend.client().clone();
+    let redis = [
+        LockManager::builder().backend(backend),
+        LockManager::builder().redis(url).await.expect("connect"),
+    ];
+    let memory = tower_lock::backend::MemoryBackend::new();
+    let memory = [
+        LockManager::builder().backend(memory.clone()),
+        LockManager::builder().backend(memory),
+    ];
+    let mut evals = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let _: i64 = eval_client
+            .eval("return 1", Vec::<String>::new(), Vec::<String>::new())
+            .await
+            .unwrap();
+        evals.push(t.elapsed());
+    }
+    let round_trip = percentile(&mut evals, 50.0);
+
+    // 64 identical GETs at once, over two layers, on a handler that ends when the benchmark
+    // opens its gate, 50 ms after the burst starts; beside the same burst on the route
+    // without the layer, where every request runs the handler and all end at that same
+    // instant, as one execution's waiters get their answers at once. Each answer is timed
+    // from the gate's opening: what coalescing adds is the difference. Warm connections.
+    let handler_time = Duration::from_millis(50);
+    let clients = http_clients(64);
+    let gate = Arc::new(tokio::sync::watch::Sender::new(false));
+    let slow_route = |runs: Arc<AtomicUsize>| {
+        let gate = gate.clone();
+        Router::new()
+            .route(
+                "/report",
+                get(move || {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    let mut open = gate.subscribe();
+                    async move {
+                        let _ = open.wait_for(|open| *open).await;
+                        "the report"
+                    }
+                }),
+            )
+            .route("/warm", get(|| async { "ok" }))
+    };
+    let gated = |addrs: [std::net::SocketAddr; 2]| {
+        let (clients, gate) = (clients.clone(), gate.clone());
+        async move {
+            gate.send_replace(false);
+            let answers = tokio::spawn(async move { burst(&clients, addrs, "/report").await });
+            tokio::time::sleep(handler_time).await;
+            let opened = Instant::now();
+            gate.send_replace(true);
+            let mut after: Vec<Duration> = answers
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|done| done.saturating_duration_since(opened))
+                .collect();
+            percentile(&mut after, 50.0)
+        }
+    };
+    let bare = serve(slow_route(Arc::default())).await;
+    burst(&clients, [bare, bare], "/warm").await;
+    let bare_p50 = gated([bare, bare]).await;
+    for (backend, managers) in [("Redis", &redis), ("memory", &memory)] {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let namespace = format!("bench-coalesce:{}:{backend}", std::process::id());
+        let mut addrs = Vec::new();
+        for locks in managers {
+            let app = slow_route(runs.clone()).route_layer(
+                CoalesceLayer::new()
+                    .namespace(&namespace)
+                    .manager(locks.clone()),
+            );
+            addrs.push(serve(app).await);
+        }
+        let addrs = [addrs[0], addrs[1]];
+        burst(&clients, addrs, "/warm").await;
+        let p50 = gated(addrs).await;
+        let executions = runs.load(Ordering::SeqCst);
+        let over = p50.saturating_sub(bare_p50);
+        let trips = over.as_secs_f64() / round_trip.as_secs_f64();
+        report.goal(
+            section,
+            &format!("64 identical GETs over two layers ({backend}), handler 50 ms: executions / answers' p50 after the handler ends, beyond the same burst's without the layer ({}), in round trips", us(bare_p50)),
+            format!("{executions} / {} = {trips:.1} × {}", us(over), us(round_trip)),
+            trips,
+            "1 / ≤ 2",
+            executions == 1 && trips <= 2.0,
+        );
+    }
+
+    // Throughput on distinct keys (POST covered, so that the shared request driver serves):
+    // nothing to coalesce, what the layer's own path costs.
+    let app = |locks: Option<&LockManager>| {
+        let app = Router::new().route("/k/{key}", post(|| async { "ok" }));
+        match locks {
+            Some(locks) => app.route_layer(
+                CoalesceLayer::new()
+                    .methods([http::Method::POST])
+                    .namespace(format!("bench-distinct:{}", std::process::id()))
+                    .manager(locks.clone()),
+            ),
+            None => app,
+        }
+    };
+    let plain = serve(app(None)).await;
+    let with_redis = serve(app(Some(&redis[0]))).await;
+    let with_memory = serve(app(Some(&memory[0]))).await;
+    let sequence = Arc::new(AtomicU64::new(2_000_000_000));
+    let clients = http_clients(64);
+    let measured = parallel_rounds(
+        &clients,
+        &[plain, with_redis, with_memory],
+        &sequence,
+        scale.s4_parallel,
+        &eval_client,
+    )
+    .await;
+    for (variant, backend, goal) in [(1, "Redis", 0.5), (2, "memory", 0.9)] {
+        let r = measured.rate(variant) / measured.rate(0);
+        report.goal(
+            section,
+            &format!("distinct keys, 64 connections: {backend} layer ÷ no layer"),
+            format!(
+                "{:.0}/s ÷ {:.0}/s = {r:.2}",
+                measured.rate(variant),
+                measured.rate(0)
+            ),
+            r,
+            &format!("≥ {goal}"),
+            r >= goal,
+        );
+    }
+}
+
+/// One GET of `path` per client at once, spread over `addrs`; when each was answered.
+async fn burst(
+    clients: &[HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>],
+    addrs: [std::net::SocketAddr; 2],
+    path: &'static str,
+) -> Vec<Instant> {
+    let requests: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(n, client)| {
+            let (client, addr) = (client.clone(), addrs[n % 2]);
+            tokio::spawn(async move {
+                let request = http::Request::get(format!("http://{addr}{path}"))
+                    .body(Empty::new())
+                    .unwrap();
+                let response = client.request(request).await.expect("HTTP request");
+                assert!(response.status().is_success());
+                let _ = response.into_body().collect().await;
+                Instant::now()
+            })
+        })
+        .collect();
+    let mut answered = Vec::new();
+    for request in requests {
+        answered.push(request.await.unwrap());
+    }
+    answered
+}

@@ -1,0 +1,71 @@
+//! A request's coalescing key: what makes two requests the same request.
+
+use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
+use http::request::Parts;
+use sha2::{Digest, Sha256};
+
+use super::config::CoalesceConfig;
+use crate::idempotency::key::braced_hex_name;
+
+/// What the layer makes of a request's head.
+pub(super) enum Keyed {
+    /// The key's lock name and its digest (kept in a shared record, checked on reading it).
+    Key { name: String, digest: [u8; 32] },
+    /// It carries credentials and the layer has no scope for them: it is never coalesced
+    /// with another client's request.
+    Private,
+    /// The layer's key function gave none: it runs as it is.
+    NoKey,
+}
+
+/// The key of a request: its method, path and query (or what the layer's key function
+/// returns), the values of the headers the layer varies on, and its scope, hashed under
+/// the layer's namespace.
+pub(super) fn key_of(config: &CoalesceConfig, parts: &Parts) -> Keyed {
+    let scope = config.scope.as_ref().and_then(|scope| scope(parts));
+    if scope.is_none() && !config.share_credentials && carries_credentials(parts) {
+        return Keyed::Private;
+    }
+    let mut hash = Sha256::new();
+    let mut part = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_be_bytes());
+        hash.update(bytes);
+    };
+    part(config.namespace.as_bytes());
+    match &scope {
+        Some(scope) => {
+            part(b"scoped");
+            part(scope.as_bytes());
+        }
+        None => part(b"unscoped"),
+    }
+    match &config.key {
+        Some(key) => match key(parts) {
+            Some(key) => part(key.as_bytes()),
+            None => return Keyed::NoKey,
+        },
+        None => {
+            part(parts.method.as_str().as_bytes());
+            part(parts.uri.path().as_bytes());
+            part(parts.uri.query().unwrap_or("").as_bytes());
+        }
+    }
+    for name in &config.vary {
+        part(name.as_str().as_bytes());
+        let values = parts.headers.get_all(name);
+        part(&(values.iter().count() as u64).to_be_bytes());
+        for value in values {
+            part(value.as_bytes());
+        }
+    }
+    let digest: [u8; 32] = hash.finalize().into();
+    let name = braced_hex_name("coalesce:", &digest);
+    Keyed::Key { name, digest }
+}
+
+/// Whether the request says who its client is: its response may be that client's alone.
+fn carries_credentials(parts: &Parts) -> bool {
+    [AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION]
+        .iter()
+        .any(|name| parts.headers.contains_key(name))
+}
