@@ -9,7 +9,6 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::response::{IntoResponse, Response};
 use axum::BoxError;
 use http::header::SET_COOKIE;
-use http::request::Parts;
 use http::Request;
 use tokio::time::Instant;
 use tower_service::Service;
@@ -22,7 +21,7 @@ use super::rejection::CoalesceRejection;
 use crate::engine::{DropSafe, LockGuard, LockManager};
 use crate::error::LockError;
 use crate::idempotency::capture::{capture, Captured};
-use crate::idempotency::run::{call, pass_through};
+use crate::idempotency::run::{call, pass_through, request_manager};
 use crate::idempotency::stored::{cache_control_says, StoredResponse};
 use crate::telemetry::{self, throttled, TARGET};
 
@@ -57,7 +56,7 @@ where
             return pass_through(service, Request::from_parts(parts, body)).await;
         }
     };
-    let Some(manager) = manager(&config, &parts) else {
+    let Some(manager) = request_manager(config.manager.as_ref(), &parts, "CoalesceLayer") else {
         return Ok(answer(CoalesceRejection::NoManager));
     };
     let request = Request::from_parts(parts, body);
@@ -255,7 +254,8 @@ fn outcome_of<B>(
     }
 }
 
-/// A request whose wait for another's execution ended first.
+/// A request whose wait for another's execution ended first: it runs the handler itself,
+/// or is answered `503`.
 async fn wait_ended<S, B>(
     config: &CoalesceConfig,
     service: S,
@@ -267,15 +267,15 @@ where
     B::Error: Into<BoxError>,
 {
     telemetry::coalesce("timed_out");
-    match config.on_wait_end {
-        OnWaitEnd::Run => pass_through(service, request).await,
-        OnWaitEnd::Reject => Ok(answer(CoalesceRejection::WaitEnded {
+    let refusal =
+        (config.on_wait_end == OnWaitEnd::Reject).then_some(CoalesceRejection::WaitEnded {
             retry_after: config.retry_after,
-        })),
-    }
+        });
+    run_or_refuse(refusal, None, service, request).await
 }
 
-/// A request that found the backend unreachable.
+/// A request that found the backend unreachable: it runs the handler uncoalesced, or is
+/// answered `503`.
 async fn unavailable<S, B>(
     config: &CoalesceConfig,
     service: S,
@@ -286,31 +286,35 @@ where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    match config.on_unavailable {
-        OnUnavailable::Run => {
-            telemetry::coalesce("unprotected");
-            pass_through(service, request).await
-        }
-        OnUnavailable::Reject => Ok(answer(CoalesceRejection::Unavailable {
+    let refusal = (config.on_unavailable == OnUnavailable::Reject).then_some(
+        CoalesceRejection::Unavailable {
             retry_after: config.retry_after,
-        })),
-    }
+        },
+    );
+    run_or_refuse(refusal, Some("unprotected"), service, request).await
 }
 
-/// The layer's manager, else the request's.
-fn manager(config: &CoalesceConfig, parts: &Parts) -> Option<LockManager> {
-    let manager = config
-        .manager
-        .clone()
-        .or_else(|| parts.extensions.get::<LockManager>().cloned());
-    if manager.is_none() {
-        throttled!(
-            error,
-            "tower-lock: no LockManager for this request: give the CoalesceLayer \
-             `.manager(..)` or add `.layer(Extension(lock_manager))` outside it; answering 500"
-        );
+/// Answers `refusal`, or without one runs the handler (counted as `outcome`, if any).
+async fn run_or_refuse<S, B>(
+    refusal: Option<CoalesceRejection>,
+    outcome: Option<&'static str>,
+    service: S,
+    request: Request<Body>,
+) -> Result<Response, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    match refusal {
+        Some(refusal) => Ok(answer(refusal)),
+        None => {
+            if let Some(outcome) = outcome {
+                telemetry::coalesce(outcome);
+            }
+            pass_through(service, request).await
+        }
     }
-    manager
 }
 
 /// The layer's own answer.

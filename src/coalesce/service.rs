@@ -1,8 +1,6 @@
 //! The service [`CoalesceLayer`](super::CoalesceLayer) makes, and its response
 //! future.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -11,6 +9,8 @@ use axum::response::Response;
 use axum::BoxError;
 use http::Request;
 use tower_service::Service;
+
+use crate::http::layer::BoxedResponseFuture;
 
 use super::config::CoalesceConfig;
 use super::run::run;
@@ -80,29 +80,10 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let span = telemetry::coalesce_span(&self.config.namespace);
-        CoalesceResponseFuture {
-            inner: Box::pin(run(self.config.clone(), inner, request).instrument(span)),
-        }
+        BoxedResponseFuture::new(run(self.config.clone(), inner, request).instrument(span))
     }
 }
 
 /// The response future of [`Coalesce`]: finds the request's key, then waits for another
-/// request's execution or leads one. Boxed: one allocation per request.
-pub struct CoalesceResponseFuture<E> {
-    inner: Pin<Box<dyn Future<Output = Result<Response, E>> + Send>>,
-}
-
-impl<E> Future for CoalesceResponseFuture<E> {
-    type Output = Result<Response, E>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
-    }
-}
-
-impl<E> std::fmt::Debug for CoalesceResponseFuture<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CoalesceResponseFuture")
-            .finish_non_exhaustive()
-    }
-}
+/// request's execution or leads one.
+pub type CoalesceResponseFuture<E> = BoxedResponseFuture<E>;

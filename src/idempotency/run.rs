@@ -60,7 +60,7 @@ where
         }
         Err(rejection) => return Ok(answer(rejection)),
     };
-    let Some(manager) = manager(&config, &parts) else {
+    let Some(manager) = request_manager(config.manager.as_ref(), &parts, "IdempotencyLayer") else {
         return Ok(answer(IdempotencyRejection::NoManager));
     };
     let scope = config.scope.as_ref().and_then(|scope| scope(&parts));
@@ -146,17 +146,22 @@ async fn read_whole(body: Body, config: &IdempotencyConfig) -> Result<Bytes, Ide
         })
 }
 
-/// The layer's manager, else the request's.
-fn manager(config: &IdempotencyConfig, parts: &Parts) -> Option<LockManager> {
-    let manager = config
-        .manager
-        .clone()
+/// A layer's own manager, else the request's (`layer` names the layer in the error logged
+/// when there is neither).
+pub(crate) fn request_manager(
+    own: Option<&LockManager>,
+    parts: &Parts,
+    layer: &'static str,
+) -> Option<LockManager> {
+    let manager = own
+        .cloned()
         .or_else(|| parts.extensions.get::<LockManager>().cloned());
     if manager.is_none() {
         throttled!(
             error,
-            "tower-lock: no LockManager for this request: give the IdempotencyLayer \
-             `.manager(..)` or add `.layer(Extension(lock_manager))` outside it; answering 500"
+            layer,
+            "tower-lock: no LockManager for this request: give the layer `.manager(..)` or add \
+             `.layer(Extension(lock_manager))` outside it; answering 500"
         );
     }
     manager

@@ -1,8 +1,6 @@
 //! The service [`IdempotencyLayer`](super::IdempotencyLayer) makes, and its response
 //! future.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -11,6 +9,8 @@ use axum::response::Response;
 use axum::BoxError;
 use http::Request;
 use tower_service::Service;
+
+use crate::http::layer::BoxedResponseFuture;
 
 use super::config::IdempotencyConfig;
 use super::run::run;
@@ -80,30 +80,10 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let span = telemetry::idempotency_span(&self.config.namespace);
-        IdempotencyResponseFuture {
-            inner: Box::pin(run(self.config.clone(), inner, request).instrument(span)),
-        }
+        BoxedResponseFuture::new(run(self.config.clone(), inner, request).instrument(span))
     }
 }
 
 /// The response future of [`Idempotency`]: reads the request, claims its key, then runs
-/// the handler or answers the stored response. Boxed: each request makes one allocation
-/// for it, small beside the Redis round trips it waits for.
-pub struct IdempotencyResponseFuture<E> {
-    inner: Pin<Box<dyn Future<Output = Result<Response, E>> + Send>>,
-}
-
-impl<E> Future for IdempotencyResponseFuture<E> {
-    type Output = Result<Response, E>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
-    }
-}
-
-impl<E> std::fmt::Debug for IdempotencyResponseFuture<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IdempotencyResponseFuture")
-            .finish_non_exhaustive()
-    }
-}
+/// the handler or answers the stored response.
+pub type IdempotencyResponseFuture<E> = BoxedResponseFuture<E>;

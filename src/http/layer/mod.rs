@@ -70,6 +70,7 @@
 //! ```
 
 pub(crate) mod body;
+mod boxed_future;
 mod either_body;
 pub(crate) mod future;
 mod keys;
@@ -89,6 +90,7 @@ use http::request::Parts;
 use tower_layer::Layer;
 
 pub use body::{DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
+pub use boxed_future::BoxedResponseFuture;
 pub use future::LockResponseFuture;
 pub use keys::DEFAULT_MAX_KEYS;
 pub use request_body::LockRequestBody;
