@@ -85,7 +85,7 @@ where
         })
         .await;
         let Ok(outcome) = heard else {
-            return wait_ended(&config, service, request).await;
+            return run_or_refuse(wait_ended(&config), service, request).await;
         };
         match outcome {
             Outcome::Shared(stored) => {
@@ -96,7 +96,9 @@ where
                 telemetry::coalesce("not_shared");
                 return pass_through(service, request).await;
             }
-            Outcome::Unavailable => return unavailable(&config, service, request).await,
+            Outcome::Unavailable => {
+                return run_or_refuse(unavailable(&config), service, request).await
+            }
             // One of this flight's requests leads the next (one at a time across the fleet:
             // a handler that asked for a retry is not run by every waiter at once).
             Outcome::LeadNext => continue,
@@ -164,12 +166,12 @@ impl Led {
             }
             Err(LockError::TimedOut { .. }) => {
                 lead.tell(Outcome::LeadNext);
-                wait_ended(&config, service, request).await
+                run_or_refuse(wait_ended(&config), service, request).await
             }
             Err(LockError::Unavailable(error)) => {
                 throttled!(warn, %error, "tower-lock: the coalescing layer's backend is unavailable");
                 lead.tell(Outcome::Unavailable);
-                unavailable(&config, service, request).await
+                run_or_refuse(unavailable(&config), service, request).await
             }
             Err(error) => {
                 // A backend without locks with a record (said when the layer was built).
@@ -254,50 +256,31 @@ fn outcome_of<B>(
     }
 }
 
-/// A request whose wait for another's execution ended first: it runs the handler itself,
-/// or is answered `503`.
-async fn wait_ended<S, B>(
-    config: &CoalesceConfig,
-    service: S,
-    request: Request<Body>,
-) -> Result<Response, S::Error>
-where
-    S: Service<Request<Body>, Response = Response<B>>,
-    B: HttpBody<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
+/// A request whose wait for another's execution ended first runs the handler itself, or is
+/// answered `503`.
+fn wait_ended(config: &CoalesceConfig) -> (Option<CoalesceRejection>, Option<&'static str>) {
     telemetry::coalesce("timed_out");
     let refusal =
         (config.on_wait_end == OnWaitEnd::Reject).then_some(CoalesceRejection::WaitEnded {
             retry_after: config.retry_after,
         });
-    run_or_refuse(refusal, None, service, request).await
+    (refusal, None)
 }
 
-/// A request that found the backend unreachable: it runs the handler uncoalesced, or is
+/// A request that found the backend unreachable runs the handler uncoalesced, or is
 /// answered `503`.
-async fn unavailable<S, B>(
-    config: &CoalesceConfig,
-    service: S,
-    request: Request<Body>,
-) -> Result<Response, S::Error>
-where
-    S: Service<Request<Body>, Response = Response<B>>,
-    B: HttpBody<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
+fn unavailable(config: &CoalesceConfig) -> (Option<CoalesceRejection>, Option<&'static str>) {
     let refusal = (config.on_unavailable == OnUnavailable::Reject).then_some(
         CoalesceRejection::Unavailable {
             retry_after: config.retry_after,
         },
     );
-    run_or_refuse(refusal, Some("unprotected"), service, request).await
+    (refusal, Some("unprotected"))
 }
 
 /// Answers `refusal`, or without one runs the handler (counted as `outcome`, if any).
 async fn run_or_refuse<S, B>(
-    refusal: Option<CoalesceRejection>,
-    outcome: Option<&'static str>,
+    (refusal, outcome): (Option<CoalesceRejection>, Option<&'static str>),
     service: S,
     request: Request<Body>,
 ) -> Result<Response, S::Error>
