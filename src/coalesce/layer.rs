@@ -35,7 +35,9 @@ pub const DEFAULT_SHARE_LIMIT: usize = 1024 * 1024;
 #[derive(Clone)]
 #[must_use]
 pub struct CoalesceLayer {
-    config: CoalesceConfig,
+    /// Shared with the services it makes (and cheap to clone: axum may clone a route's
+    /// layer per request).
+    config: Arc<CoalesceConfig>,
 }
 
 impl fmt::Debug for CoalesceLayer {
@@ -62,7 +64,7 @@ impl CoalesceLayer {
     /// only with the requests that overlap their execution.
     pub fn new() -> Self {
         CoalesceLayer {
-            config: CoalesceConfig {
+            config: Arc::new(CoalesceConfig {
                 namespace: "default".to_owned(),
                 methods: vec![Method::GET, Method::HEAD],
                 vary: Vec::new(),
@@ -79,14 +81,20 @@ impl CoalesceLayer {
                 retry_after: DEFAULT_BUSY_RETRY_AFTER,
                 manager: None,
                 flights: Arc::default(),
-            },
+            }),
         }
+    }
+
+    /// The settings, to change (copied first if a service made from this layer shares them:
+    /// the copy keeps the flights, which belong to the layer).
+    fn config_mut(&mut self) -> &mut CoalesceConfig {
+        Arc::make_mut(&mut self.config)
     }
 
     /// The namespace of this layer's keys (default `"default"`): layers with different
     /// namespaces never share a response.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.config.namespace = namespace.into();
+        self.config_mut().namespace = namespace.into();
         self
     }
 
@@ -94,7 +102,7 @@ impl CoalesceLayer {
     /// through. Cover only methods whose requests are safe to answer with another's
     /// response.
     pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
-        self.config.methods = methods.into_iter().collect();
+        self.config_mut().methods = methods.into_iter().collect();
         self
     }
 
@@ -107,7 +115,7 @@ impl CoalesceLayer {
         for name in headers {
             let header = HeaderName::try_from(name)
                 .unwrap_or_else(|_| panic!("`{name}` is not a valid header name"));
-            self.config.vary.push(header);
+            self.config_mut().vary.push(header);
         }
         self
     }
@@ -119,7 +127,7 @@ impl CoalesceLayer {
     where
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
-        self.config.key = Some(Arc::new(key));
+        self.config_mut().key = Some(Arc::new(key));
         self
     }
 
@@ -132,7 +140,7 @@ impl CoalesceLayer {
     where
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
-        self.config.scope = Some(Arc::new(scope));
+        self.config_mut().scope = Some(Arc::new(scope));
         self
     }
 
@@ -140,7 +148,7 @@ impl CoalesceLayer {
     /// coalesced like any other, without a scope: one client may get a response computed
     /// for another's request. Only for routes whose responses do not depend on who asks.
     pub fn share_across_credentials(mut self) -> Self {
-        self.config.share_credentials = true;
+        self.config_mut().share_credentials = true;
         self
     }
 
@@ -148,7 +156,7 @@ impl CoalesceLayer {
     /// 0: only requests that overlap its execution share it, and, across processes, those
     /// that come within a second of its end, while other processes' waiters read it).
     pub fn window(mut self, window: Duration) -> Self {
-        self.config.window = window;
+        self.config_mut().window = window;
         self
     }
 
@@ -156,20 +164,20 @@ impl CoalesceLayer {
     /// [`DEFAULT_COALESCE_WAIT`], 5 s); then it does what [`on_wait_end`](Self::on_wait_end)
     /// says.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.config.wait = wait;
+        self.config_mut().wait = wait;
         self
     }
 
     /// What a request does when its wait ends first (default [`OnWaitEnd::Run`]).
     pub fn on_wait_end(mut self, on_wait_end: OnWaitEnd) -> Self {
-        self.config.on_wait_end = on_wait_end;
+        self.config_mut().on_wait_end = on_wait_end;
         self
     }
 
     /// What a request does when the lock backend cannot be reached (default
     /// [`OnUnavailable::Run`]).
     pub fn on_unavailable(mut self, on_unavailable: OnUnavailable) -> Self {
-        self.config.on_unavailable = on_unavailable;
+        self.config_mut().on_unavailable = on_unavailable;
         self
     }
 
@@ -177,14 +185,14 @@ impl CoalesceLayer {
     /// [`DEFAULT_COALESCE_LEASE`], 30 s; fixed, not renewed): after it, the next waiter
     /// leads. Values under 1 ms are raised to 1 ms.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.config.lease = lease.max(Duration::from_millis(1));
+        self.config_mut().lease = lease.max(Duration::from_millis(1));
         self
     }
 
     /// The largest response body shared (default [`DEFAULT_SHARE_LIMIT`], 1 MiB). A larger
     /// response is sent on as it comes, and the waiters run the handler themselves.
     pub fn share_limit(mut self, limit: usize) -> Self {
-        self.config.share_limit = limit;
+        self.config_mut().share_limit = limit;
         self
     }
 
@@ -196,19 +204,19 @@ impl CoalesceLayer {
     where
         F: Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
     {
-        self.config.share_if = Arc::new(share);
+        self.config_mut().share_if = Arc::new(share);
         self
     }
 
     /// The `Retry-After` of the layer's `503` answers (default 1 s).
     pub fn retry_after(mut self, retry_after: Duration) -> Self {
-        self.config.retry_after = retry_after;
+        self.config_mut().retry_after = retry_after;
         self
     }
 
     /// The lock manager (default: an `Extension(LockManager)` of the request).
     pub fn manager(mut self, manager: LockManager) -> Self {
-        self.config.manager = Some(manager);
+        self.config_mut().manager = Some(manager);
         self
     }
 
@@ -241,6 +249,6 @@ impl<S> Layer<S> for CoalesceLayer {
                 );
             }
         }
-        Coalesce::new(inner, Arc::new(self.config.clone()))
+        Coalesce::new(inner, self.config.clone())
     }
 }

@@ -42,7 +42,9 @@ pub(crate) fn stored_by_default(status: StatusCode, _: &HeaderMap) -> bool {
 #[derive(Clone)]
 #[must_use]
 pub struct IdempotencyLayer {
-    config: IdempotencyConfig,
+    /// Shared with the services it makes (and cheap to clone: axum may clone a route's
+    /// layer per request).
+    config: Arc<IdempotencyConfig>,
 }
 
 impl fmt::Debug for IdempotencyLayer {
@@ -99,7 +101,7 @@ impl IdempotencyLayer {
 
     fn with_source(source: IdempotencyKeySource) -> Self {
         IdempotencyLayer {
-            config: IdempotencyConfig {
+            config: Arc::new(IdempotencyConfig {
                 source,
                 required: true,
                 namespace: "default".to_owned(),
@@ -119,13 +121,18 @@ impl IdempotencyLayer {
                 manager: None,
                 #[cfg(feature = "postgres")]
                 transactions: None,
-            },
+            }),
         }
+    }
+
+    /// The settings, to change (copied first if a service made from this layer shares them).
+    fn config_mut(&mut self) -> &mut IdempotencyConfig {
+        Arc::make_mut(&mut self.config)
     }
 
     /// A request without a key passes through unprotected (default: it is a `400`).
     pub fn optional(mut self) -> Self {
-        self.config.required = false;
+        self.config_mut().required = false;
         self
     }
 
@@ -134,7 +141,7 @@ impl IdempotencyLayer {
     /// namespace of its own. (A key reused on another route with the same namespace is a
     /// `422`: its fingerprint differs.)
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.config.namespace = namespace.into();
+        self.config_mut().namespace = namespace.into();
         self
     }
 
@@ -146,7 +153,7 @@ impl IdempotencyLayer {
     where
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
-        self.config.scope = Some(Arc::new(scope));
+        self.config_mut().scope = Some(Arc::new(scope));
         self
     }
 
@@ -156,52 +163,52 @@ impl IdempotencyLayer {
     where
         F: Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync + 'static,
     {
-        self.config.fingerprint = Some(Arc::new(fingerprint));
+        self.config_mut().fingerprint = Some(Arc::new(fingerprint));
         self
     }
 
     /// How long a response is stored (default [`DEFAULT_RETENTION`], 24 hours). After it,
     /// the key is new again.
     pub fn retention(mut self, retention: Duration) -> Self {
-        self.config.retention = retention.max(Duration::from_millis(1));
+        self.config_mut().retention = retention.max(Duration::from_millis(1));
         self
     }
 
     /// How long a repetition waits for the first request (default: the manager's wait).
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.config.wait = Some(wait);
+        self.config_mut().wait = Some(wait);
         self
     }
 
     /// What a repetition does while the first request runs (default
     /// [`OnConcurrent::Wait`]).
     pub fn on_concurrent(mut self, on_concurrent: OnConcurrent) -> Self {
-        self.config.concurrent = on_concurrent;
+        self.config_mut().concurrent = on_concurrent;
         self
     }
 
     /// The `Retry-After` of a `409` (default 1 s).
     pub fn retry_after(mut self, retry_after: Duration) -> Self {
-        self.config.retry_after = retry_after;
+        self.config_mut().retry_after = retry_after;
         self
     }
 
     /// The longest key accepted, in bytes (default [`DEFAULT_MAX_KEY_LEN`], 255).
     pub fn max_key_len(mut self, max: usize) -> Self {
-        self.config.max_key_len = max;
+        self.config_mut().max_key_len = max;
         self
     }
 
     /// The largest request body read (default 2 MiB; larger is a `413`). The body is read
     /// whole before anything else: it is fingerprinted, and may hold the key.
     pub fn body_limit(mut self, limit: usize) -> Self {
-        self.config.body.limit = limit;
+        self.config_mut().body.limit = limit;
         self
     }
 
     /// How long a request body may take to arrive (default 30 s; longer is a `408`).
     pub fn body_timeout(mut self, timeout: Duration) -> Self {
-        self.config.body.timeout = timeout;
+        self.config_mut().body.timeout = timeout;
         self
     }
 
@@ -209,7 +216,7 @@ impl IdempotencyLayer {
     /// larger response is sent on as it comes and not stored: its key is released, and a
     /// retry runs the handler again.
     pub fn store_limit(mut self, limit: usize) -> Self {
-        self.config.store_limit = limit;
+        self.config_mut().store_limit = limit;
         self
     }
 
@@ -221,14 +228,14 @@ impl IdempotencyLayer {
     where
         F: Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
     {
-        self.config.store_if = Arc::new(store);
+        self.config_mut().store_if = Arc::new(store);
         self
     }
 
     /// The methods protected (default `POST` and `PATCH`); requests of other methods pass
     /// through.
     pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
-        self.config.methods = methods.into_iter().collect();
+        self.config_mut().methods = methods.into_iter().collect();
         self
     }
 
@@ -237,20 +244,20 @@ impl IdempotencyLayer {
     /// running the handler again). `false`: the handler is dropped with the request, and
     /// its key released.
     pub fn finish_on_disconnect(mut self, finish: bool) -> Self {
-        self.config.finish_on_disconnect = finish;
+        self.config_mut().finish_on_disconnect = finish;
         self
     }
 
     /// When the lock backend cannot be reached, pass requests through unprotected
     /// (default: a `503` with `Retry-After`, at once).
     pub fn fail_open(mut self) -> Self {
-        self.config.fail_open = true;
+        self.config_mut().fail_open = true;
         self
     }
 
     /// The lock manager (default: an `Extension(LockManager)` of the request).
     pub fn manager(mut self, manager: LockManager) -> Self {
-        self.config.manager = Some(manager);
+        self.config_mut().manager = Some(manager);
         self
     }
 
@@ -262,7 +269,7 @@ impl IdempotencyLayer {
     /// [`IdempotentTransaction`]: super::IdempotentTransaction
     #[cfg(feature = "postgres")]
     pub fn transactions(mut self, transactions: super::Transactions) -> Self {
-        self.config.transactions = Some(transactions);
+        self.config_mut().transactions = Some(transactions);
         self
     }
 }
@@ -283,6 +290,6 @@ impl<S> Layer<S> for IdempotencyLayer {
                 );
             }
         }
-        Idempotency::new(inner, Arc::new(self.config.clone()))
+        Idempotency::new(inner, self.config.clone())
     }
 }

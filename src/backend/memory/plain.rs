@@ -1,5 +1,5 @@
 //! The plain lock in memory, with the rules of `batch.lua`: one owner, its count of holds
-//! and its lease; and locks with a record (`record.lua`): an acquisition that finds a
+//! and its lease; and locks with a record (`batch.lua`'s claim): an acquisition that finds a
 //! record takes nothing, a last release may leave one.
 
 use tokio::time::Instant;

@@ -23,7 +23,7 @@ if kind == 'hash' then
     if field == 'mode' and (value == 'read' or value == 'write') then
       mode = true
     elseif field == WORK then
-      -- The work a lock with a record was taken for (`record.lua`): no holder.
+      -- The work a lock with a record was taken for (`batch.lua`'s claim): no holder.
     elseif not (string.find(field, ':', 1, true) and tonumber(value)) then
       -- Not a lock's hash (owner ids as fields, hold counts as values): somebody else's.
       return {'foreign', 0, 'hash'}

@@ -35,7 +35,7 @@ if kind == 'hash' then
         lease = redis.call('pttl', prefix .. ':' .. owner .. ':rwlock_timeout:' .. n)
       end
     end
-    -- The work a lock with a record was taken for (`record.lua`) is no holder.
+    -- The work a lock with a record was taken for (`batch.lua`'s claim) is no holder.
     if field ~= 'tower_lock:work' then
       fields[#fields + 1] = field
       fields[#fields + 1] = count

@@ -2,7 +2,8 @@
 //! connection per manager for unlock notices. Everything Redis is in this folder:
 //!
 //! - each kind's script and operations: `plain.rs` with `batch/` (group commit: many plain
-//!   lock operations in one call of `batch.lua`), `record.rs` (locks with a record),
+//!   lock operations in one call of `batch.lua`), `record.rs` (locks with a record, in the
+//!   same batches),
 //!   `read_write.rs`, `fair.rs` with `waiter_channels.rs` (a channel per fair waiter),
 //!   `fenced.rs`, `semaphore.rs`, `inspect.rs` (inspection, listing, force-unlock);
 //! - `operations`: the [`Backend`](super::Backend) implementation, one exhaustive `match`
@@ -95,8 +96,6 @@ pub(in crate::backend) struct BackendInner {
     pub(in crate::backend) inspect: Script,
     /// A force-unlock of one name.
     pub(in crate::backend) force_unlock: Script,
-    /// Locks with a record: acquisition unless recorded, release and record.
-    pub(in crate::backend) record: Script,
     pub(in crate::backend) batcher: Batcher,
     /// Our own unlock notices, expected back on our subscriptions.
     pub(in crate::backend) echoes: Arc<Echoes>,
@@ -232,7 +231,6 @@ impl RedisBackend {
                 semaphore: Script::from_lua(semaphore::script(sharded)),
                 inspect: Script::from_lua(inspect::inspect_script()),
                 force_unlock: Script::from_lua(inspect::force_unlock_script(sharded)),
-                record: Script::from_lua(record::script(sharded)),
                 batcher: Batcher::new(),
                 echoes: Arc::default(),
                 notices: OnceLock::new(),

@@ -91,16 +91,16 @@ pub(in crate::backend) fn fencing_tokens(key: &LockKey) -> String {
     prefixed(FENCING_TOKENS_PREFIX, key)
 }
 
-/// The record of the lock `key` (a tower-lock key, not Redisson's):
-/// `tower_lock_record:{<key>}` (braces as Redisson's, so it shares the lock's slot).
-pub(in crate::backend) fn record(key: &LockKey) -> String {
-    prefixed(RECORD_PREFIX, key)
-}
-
 /// The channel of the fair waiter `owner` of `key`:
 /// `redisson_lock__channel:{<key>}:<owner>` (the lock's channel with the owner after it).
 pub(in crate::backend) fn fair_channel(key: &LockKey, owner: &crate::key::OwnerId) -> String {
     format!("{}:{owner}", unlock_channel(key))
+}
+
+/// The record of the lock `key` (a tower-lock key, not Redisson's), in parts:
+/// `tower_lock_record:{<key>}` (braces as Redisson's, so it shares the lock's slot).
+pub(in crate::backend) fn record_parts(key: &LockKey) -> [&str; 4] {
+    prefixed_parts(RECORD_PREFIX, key)
 }
 
 /// [`unlock_channel`] in parts, to be written where it is needed.

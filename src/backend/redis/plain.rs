@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::batch::{OpKind, Operation, Submitted};
+use super::batch::{OpKind, Operation, RecordPart, Submitted};
 use crate::backend::redis::{scripts, RedisBackend};
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, ReleaseArgs, ReleaseReply, RenewArgs};
 use crate::error::{BackendError, Released};
@@ -44,9 +44,10 @@ impl RedisBackend {
             expected: args.expected,
             successor: None,
             announce: None,
+            record: RecordPart::None,
         });
         Box::pin(async move {
-            Ok(match reply.await? {
+            Ok(match reply.await?.code()? {
                 scripts::ACQUIRED => match ack {
                     // Boxed: only configured managers pay for its future's size.
                     Some((ack, backend, key, owner, lease)) => {
@@ -88,6 +89,7 @@ impl RedisBackend {
             expected: args.expected,
             successor,
             announce: args.announce_run.filter(|_| kind == OpKind::Release),
+            record: RecordPart::None,
         });
         let echoes = self.inner.echoes.clone();
         Box::pin(async move {
@@ -96,7 +98,9 @@ impl RedisBackend {
             // release that failed would be taken for ours when another process's arrives,
             // and its waiter would sleep until the lease ends. (A failed release that did
             // land only wakes a waiter once more.)
-            let decoded = code.and_then(|code| decode_release(kind, code, listening));
+            let decoded = code
+                .and_then(|answer| answer.code())
+                .and_then(|code| decode_release(kind, code, listening));
             if listening {
                 let unlocked =
                     matches!(&decoded, Ok(reply) if reply.released == Released::Unlocked);
@@ -119,9 +123,10 @@ impl RedisBackend {
             expected: 0,
             successor: None,
             announce: None,
+            record: RecordPart::None,
         });
         Box::pin(async move {
-            match reply.await? {
+            match reply.await?.code()? {
                 1 => Ok(true),
                 0 => Ok(false),
                 other => Err(unknown_reply("a renewal", other)),

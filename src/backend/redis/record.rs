@@ -1,52 +1,18 @@
-//! Plain locks with a record on Redis (`record.lua`): an acquisition that takes the
-//! lock only while it has no record, and a last release that stores one, each one script
-//! call. Renewals go with the plain lock's (the hash is the same).
+//! Plain locks with a record on Redis: an acquisition that takes the lock only while it
+//! has no record (a claim), and a last release that stores one (a store), each one
+//! operation of the batch script (`batch.lua`), so that under load they share script calls
+//! with every other lock operation (group commit). Renewals go with the plain lock's (the
+//! hash is the same).
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use fred::prelude::*;
-
-use crate::backend::redis::commands::{eval_script, millis, script_call};
-use crate::backend::redis::{names, scripts, RedisBackend};
+use crate::backend::redis::batch::{self, Answer, OpKind, Operation, RecordPart};
+use crate::backend::redis::{scripts, RedisBackend};
 use crate::backend::{AcquireArgs, Attempt, BoxFuture, LockRecord, ReleaseArgs, ReleaseReply};
 use crate::error::{BackendError, Released};
-use crate::key::LockKey;
 use crate::kind::LockKind;
 
-/// A plain lock with a record (`record.lua`), with PUBLISH or SPUBLISH: an acquisition unless
-/// the lock has a record (`RECORDED` and the record when it has), and a last release that
-/// stores one and publishes Redisson's UNLOCK message (`0`).
-pub(super) fn script(sharded: bool) -> String {
-    super::scripts::publishing(include_str!("record.lua"), sharded)
-}
-
 impl RedisBackend {
-    /// Runs one operation of the record script with `arguments` after the operation code.
-    fn record_call<const N: usize>(
-        &self,
-        key: &LockKey,
-        code: &'static str,
-        arguments: [Value; N],
-    ) -> BoxFuture<Result<Value, BackendError>> {
-        let inner = self.inner.clone();
-        let key = key.clone();
-        Box::pin(async move {
-            let keys = [
-                key.as_str().to_owned(),
-                names::record(&key),
-                names::unlock_channel(&key),
-            ];
-            let call = || {
-                let mut values = script_call(&inner.record, &keys, [Value::from(code)]);
-                values.extend(arguments.iter().cloned());
-                values
-            };
-            let client = inner.next_client();
-            eval_script(client, &inner.options, &inner.record, &key, call).await
-        })
-    }
-
     /// [`Backend::acquire`](crate::backend::Backend::acquire) with
     /// [`AcquireArgs::unless_recorded`]: a first acquisition of a plain lock.
     pub(in crate::backend) fn acquire_unless_recorded(
@@ -59,20 +25,28 @@ impl RedisBackend {
                 args.kind.name()
             )))));
         }
-        let reply = self.record_call(
-            &args.key,
-            "a",
-            [
-                Value::from(millis(args.lease)),
-                Value::from(args.owner.as_str()),
-                Value::Bytes(args.work.clone().unwrap_or_default()),
-            ],
+        let key = args.key.clone();
+        let reply = batch::submit(
+            &self.inner,
+            Operation {
+                kind: OpKind::Claim,
+                key: args.key,
+                owner: args.owner,
+                lease: args.lease,
+                expected: 0,
+                successor: None,
+                announce: None,
+                record: RecordPart::Work(args.work.unwrap_or_default()),
+            },
         );
         Box::pin(async move {
-            decode_acquire(reply.await?).map_err(|detail| {
+            let answer = match reply.await? {
+                Answer::Recorded(record) => return Ok(Attempt::Recorded(record)),
+                Answer::Code(code) => code,
+            };
+            decode_acquire(answer).map_err(|detail| {
                 BackendError::new(format!(
-                    "Redis rejected the acquisition of `{}`: {detail}",
-                    args.key
+                    "Redis rejected the acquisition of `{key}`: {detail}"
                 ))
             })
         })
@@ -86,78 +60,54 @@ impl RedisBackend {
         record: LockRecord,
     ) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         let listening = self.listens(&args.key);
-        let reply = self.record_call(
-            &args.key,
-            "r",
-            [
-                Value::from(millis(args.lease)),
-                Value::from(args.owner.as_str()),
-                Value::from(i64::from(args.expected)),
-                Value::from(millis(record.retention)),
-                Value::Bytes(record.value),
-            ],
+        let key = args.key.clone();
+        let reply = batch::submit(
+            &self.inner,
+            Operation {
+                kind: OpKind::Store,
+                key: args.key,
+                owner: args.owner,
+                lease: args.lease,
+                expected: args.expected,
+                successor: None,
+                announce: None,
+                record: RecordPart::Record(record),
+            },
         );
         let echoes = self.inner.echoes.clone();
         Box::pin(async move {
-            let reply = reply.await;
-            let decoded = reply.and_then(|reply| {
-                decode_release(reply, listening).map_err(|detail| {
-                    BackendError::new(format!(
-                        "Redis rejected the release of `{}`: {detail}",
-                        args.key
-                    ))
+            let decoded = reply.await.and_then(Answer::code).and_then(|code| {
+                decode_release(code, listening).map_err(|detail| {
+                    BackendError::new(format!("Redis rejected the release of `{key}`: {detail}"))
                 })
             });
             if listening {
                 let published = matches!(&decoded, Ok((_, true)));
-                echoes.settle(&args.key, published);
+                echoes.settle(&key, published);
             }
             decoded.map(|(reply, _)| reply)
         })
     }
 }
 
-/// An acquisition's reply, decoded exhaustively.
-fn decode_acquire(reply: Value) -> Result<Attempt, String> {
-    let Value::Array(parts) = reply else {
-        return Err(format!(
-            "{} (does the lock or its record key hold other data?)",
-            reply.as_string().unwrap_or_default()
-        ));
-    };
-    let code = match parts.first() {
-        Some(Value::Integer(code)) => *code,
-        other => return Err(format!("the script answered {other:?}")),
-    };
-    Ok(match (code, parts.get(1)) {
-        (scripts::ACQUIRED, None) => Attempt::Acquired,
-        (scripts::BUSY_FOREVER, None) => Attempt::Busy(None),
-        (scripts::HELD_FOR_OTHER_WORK, None) => Attempt::HeldForOtherWork,
-        (scripts::RECORDED, Some(Value::Bytes(record))) => Attempt::Recorded(record.clone()),
-        (scripts::RECORDED, Some(Value::String(record))) => {
-            Attempt::Recorded(Bytes::copy_from_slice(record.as_bytes()))
-        }
-        (pttl, None) if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
+/// An acquisition's reply code (a record comes apart), decoded exhaustively.
+fn decode_acquire(code: i64) -> Result<Attempt, String> {
+    Ok(match code {
+        scripts::ACQUIRED => Attempt::Acquired,
+        scripts::BUSY_FOREVER => Attempt::Busy(None),
+        scripts::HELD_FOR_OTHER_WORK => Attempt::HeldForOtherWork,
+        pttl if pttl >= 0 => Attempt::Busy(Some(Duration::from_millis(pttl as u64))),
         other => {
             return Err(format!(
-                "the script answered {other:?}, which it never answers"
+                "the script answered {other}, which it never answers"
             ))
         }
     })
 }
 
-/// A release's reply, decoded: the reply, and whether a message was published.
+/// A release's reply code, decoded: the reply, and whether a message was published.
 /// `listening`: this process's own subscriber is among those a published message reached.
-fn decode_release(reply: Value, listening: bool) -> Result<(ReleaseReply, bool), String> {
-    let code = match reply {
-        Value::Integer(code) => code,
-        other => {
-            return Err(format!(
-                "{} (does the lock or its record key hold other data?)",
-                other.as_string().unwrap_or_default()
-            ))
-        }
-    };
+fn decode_release(code: i64, listening: bool) -> Result<(ReleaseReply, bool), String> {
     Ok(match code {
         scripts::NOT_HELD => (ReleaseReply::new(Released::NotHeld), false),
         0 => (ReleaseReply::new(Released::StillHeld), false),
@@ -185,35 +135,17 @@ mod tests {
 
     #[test]
     fn every_reply_is_decoded_or_an_error() {
-        let array = |values: Vec<Value>| Value::Array(values);
+        assert_eq!(decode_acquire(-1), Ok(Attempt::Acquired));
+        assert_eq!(decode_acquire(-7), Ok(Attempt::HeldForOtherWork));
         assert_eq!(
-            decode_acquire(array(vec![Value::from(-1)])),
-            Ok(Attempt::Acquired)
-        );
-        assert_eq!(
-            decode_acquire(array(vec![
-                Value::from(-5),
-                Value::Bytes(Bytes::from_static(b"r"))
-            ])),
-            Ok(Attempt::Recorded(Bytes::from_static(b"r")))
-        );
-        assert_eq!(
-            decode_acquire(array(vec![Value::from(250)])),
+            decode_acquire(250),
             Ok(Attempt::Busy(Some(Duration::from_millis(250))))
         );
-        for bad in [
-            array(vec![]),
-            array(vec![Value::from(-5)]),
-            array(vec![Value::from(-9)]),
-            array(vec![Value::from(-1), Value::from(3)]),
-        ] {
-            assert!(decode_acquire(bad).is_err());
+        for bad in [-5, -9, -3] {
+            assert!(decode_acquire(bad).is_err(), "{bad}");
         }
-        assert!(decode_acquire(Value::from("WRONGTYPE"))
-            .unwrap_err()
-            .contains("other data"));
         assert_eq!(
-            decode_release(Value::from(3), true).unwrap(),
+            decode_release(3, true).unwrap(),
             (
                 ReleaseReply {
                     released: Released::Unlocked,
@@ -223,13 +155,13 @@ mod tests {
             )
         );
         assert_eq!(
-            decode_release(Value::from(1), false).unwrap().0.released,
+            decode_release(1, false).unwrap().0.released,
             Released::Unlocked
         );
         assert_eq!(
-            decode_release(Value::from(-1), false).unwrap().0.released,
+            decode_release(-1, false).unwrap().0.released,
             Released::NotHeld
         );
-        assert!(decode_release(Value::from(-7), false).is_err());
+        assert!(decode_release(-7, false).is_err());
     }
 }

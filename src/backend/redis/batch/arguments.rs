@@ -5,8 +5,8 @@ use fred::bytes_utils::Str;
 use fred::prelude::*;
 
 use super::layout::Layout;
-use super::operation::{OpKind, Operation};
-use crate::backend::redis::names::channel_parts;
+use super::operation::{OpKind, Operation, RecordPart};
+use crate::backend::redis::names::{channel_parts, record_parts};
 
 /// `EVALSHA`'s arguments for `operations` (the SHA, the key count, the keys, the script's
 /// arguments), written into one buffer that they all share: fred keeps a handle on every
@@ -28,6 +28,11 @@ pub(in crate::backend) fn arguments(
                         .as_ref()
                         .map_or(0, |s| s.as_bytes().len())
                     + 64
+                    + match &operation.record {
+                        RecordPart::None => 0,
+                        RecordPart::Work(work) => work.len() + operation.key.as_str().len() + 32,
+                        RecordPart::Record(_) => 2 * operation.key.as_str().len() + 64,
+                    }
             })
             .sum(),
     );
@@ -38,19 +43,32 @@ pub(in crate::backend) fn arguments(
         }
         text.split().freeze()
     };
-    let releases = operations
+    // A release has its channel too; a claim its record; a store both.
+    let keys: usize = operations
         .iter()
-        .filter(|operation| operation.kind == OpKind::Release)
-        .count();
-    let keys = operations.len() + releases;
-    let mut arguments = Vec::with_capacity(2 + keys + operations.len() * 4 + 2);
+        .map(|operation| match operation.kind {
+            OpKind::Release | OpKind::Claim => 2,
+            OpKind::Store => 3,
+            OpKind::Acquire | OpKind::HandOver | OpKind::Renew => 1,
+        })
+        .sum();
+    let mut arguments = Vec::with_capacity(2 + keys + operations.len() * 6 + 2);
     arguments.push(Value::String(sha.clone()));
     arguments.push(Value::Integer(keys as i64));
     let ordered = || layout.order().map(|index| &operations[index]);
     for operation in ordered() {
         let key = operation.key.as_str().as_bytes();
         arguments.push(Value::Bytes(piece(&[key])));
-        if operation.kind == OpKind::Release {
+        if matches!(operation.kind, OpKind::Claim | OpKind::Store) {
+            let [prefix, open, key, close] = record_parts(&operation.key);
+            arguments.push(Value::Bytes(piece(&[
+                prefix.as_bytes(),
+                open.as_bytes(),
+                key.as_bytes(),
+                close.as_bytes(),
+            ])));
+        }
+        if matches!(operation.kind, OpKind::Release | OpKind::Store) {
             let [prefix, open, key, close] = channel_parts(&operation.key);
             arguments.push(Value::Bytes(piece(&[
                 prefix.as_bytes(),
@@ -76,6 +94,20 @@ pub(in crate::backend) fn arguments(
         arguments.push(operation.op_text());
         if let Some(successor) = &operation.successor {
             arguments.push(Value::Bytes(piece(&[successor.as_bytes()])));
+        }
+        match &operation.record {
+            RecordPart::None => {}
+            RecordPart::Work(work) => arguments.push(Value::Bytes(work.clone())),
+            RecordPart::Record(record) => {
+                let retention = record.retention.as_millis().clamp(1, i64::MAX as u128) as u64;
+                arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
+                    .format(operation.expected)
+                    .as_bytes()])));
+                arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
+                    .format(retention)
+                    .as_bytes()])));
+                arguments.push(Value::Bytes(record.value.clone()));
+            }
         }
     }
     arguments

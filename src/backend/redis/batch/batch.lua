@@ -5,12 +5,17 @@
 -- Reply codes, checked against scripts.rs by a test:
 local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
 local NOT_HELD, UNLOCKED, HANDED_OVER = -1, 1, 2
+local RECORDED, HELD_FOR_OTHER_WORK = -5, -7
+-- The field of a lock's hash that names the work a claim took it for.
+local WORK = 'tower_lock:work'
 -- Redisson's UNLOCK message.
 local UNLOCK_MESSAGE = '0'
 -- PUBLISH, or SPUBLISH under sharded pub/sub (the line is rewritten then).
 local PUBLISH = 'publish'
 local n = #ARGV
-local single = n == 3 or (n == 4 and ARGV[3] == 'h')
+-- One operation: three arguments, or more for a hand-over, a claim or a store (a call of
+-- several starts with two counts, so its third argument is a lease, never a letter).
+local single = n == 3 or ARGV[3] == 'h' or ARGV[3] == 'c' or ARGV[3] == 's'
 local results = single or {}
 local k, i, j = 1, 1, 1
 local free, defer, deleted = 0, n + 1, nil
@@ -61,6 +66,71 @@ while i <= n do
       redis.call('pexpire', key, lease)
       result = 0
     end
+  elseif op == 'c' then
+    -- A first acquisition unless the lock has a record; the work it is for is kept in the
+    -- hash beside the owner, and a claim for other work that finds it held answers at once.
+    local record, work = KEYS[k], ARGV[i]
+    k = k + 1
+    i = i + 1
+    local stored = redis.pcall('get', record)
+    if type(stored) == 'table' then
+      result = stored
+    elseif stored then
+      result = {RECORDED, stored}
+    elseif redis.call('exists', key) == 0 then
+      if work == '' then
+        redis.call('hset', key, owner, '1')
+      else
+        redis.call('hset', key, owner, '1', WORK, work)
+      end
+      redis.call('pexpire', key, lease)
+      result = ACQUIRED
+    else
+      result = redis.pcall('hexists', key, owner)
+      if result == 1 then
+        redis.call('pexpire', key, lease)
+        result = ACQUIRED
+      elseif result == 0 then
+        local held_for = work ~= '' and redis.call('hget', key, WORK)
+        if held_for and held_for ~= work then
+          result = HELD_FOR_OTHER_WORK
+        else
+          result = redis.call('pttl', key)
+          if result < 0 then result = BUSY_FOREVER end
+        end
+      end
+    end
+  elseif op == 's' then
+    -- A release that stores the record when it ends the owner's last hold. A re-sent one
+    -- that already took effect finds its record and answers UNLOCKED again.
+    local record, channel = KEYS[k], KEYS[k + 1]
+    local expected, retention, value = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
+    k = k + 2
+    i = i + 3
+    local count = redis.pcall('hget', key, owner)
+    if type(count) == 'table' then
+      result = count
+    elseif not count then
+      result = redis.pcall('get', record)
+      if type(result) ~= 'table' then
+        result = result == value and UNLOCKED or NOT_HELD
+      end
+    else
+      count = tonumber(count)
+      if count + 1 == expected then
+        result = 0
+      elseif count ~= expected then
+        result = NOT_HELD
+      elseif count > 1 then
+        redis.call('hincrby', key, owner, -1)
+        redis.call('pexpire', key, lease)
+        result = 0
+      else
+        redis.call('del', key)
+        redis.call('set', record, value, 'px', retention)
+        result = UNLOCKED + redis.call(PUBLISH, channel, UNLOCK_MESSAGE)
+      end
+    end
   else
     -- `a<n>`: a last release that announces the run of n holds it ends.
     local run
@@ -110,7 +180,7 @@ while i <= n do
       end
     end
   end
-  if type(result) == 'table' then result = tostring(result.err) end
+  if type(result) == 'table' and result.err then result = tostring(result.err) end
   if single then return result end
   results[j] = result
   j = j + 1

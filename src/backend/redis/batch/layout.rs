@@ -77,6 +77,7 @@ impl Layout {
 mod tests {
     use std::time::Duration;
 
+    use super::super::operation::RecordPart;
     use super::*;
     use crate::key::{LockKey, OwnerId};
 
@@ -89,6 +90,7 @@ mod tests {
             expected,
             successor: None,
             announce: None,
+            record: RecordPart::None,
         }
     }
 

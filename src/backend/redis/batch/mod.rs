@@ -23,12 +23,13 @@ mod layout;
 mod operation;
 
 use crate::backend::redis::commands::eval_script;
+use crate::backend::redis::scripts;
 use crate::backend::redis::BackendInner;
 use crate::backend::BoxFuture;
 use crate::error::BackendError;
 use arguments::arguments;
 use layout::Layout;
-pub(in crate::backend) use operation::{OpKind, Operation};
+pub(in crate::backend) use operation::{OpKind, Operation, RecordPart};
 
 /// The most operations one script call carries (a bound on how long it runs in Redis).
 const MAX_BATCH: usize = 128;
@@ -89,7 +90,28 @@ pub(in crate::backend) fn script(sharded: bool) -> String {
     crate::backend::redis::scripts::publishing(include_str!("batch.lua"), sharded)
 }
 
-type Reply = Result<i64, BackendError>;
+/// What the script answered for one operation.
+#[derive(Debug)]
+pub(in crate::backend) enum Answer {
+    /// A reply code (see the script).
+    Code(i64),
+    /// A claim found the lock's record.
+    Recorded(bytes::Bytes),
+}
+
+impl Answer {
+    /// The reply code; a record where an operation never answers one is an error.
+    pub(in crate::backend) fn code(self) -> Result<i64, BackendError> {
+        match self {
+            Answer::Code(code) => Ok(code),
+            Answer::Recorded(_) => Err(BackendError::new(
+                "Redis answered a record to an operation that never reads one",
+            )),
+        }
+    }
+}
+
+type Reply = Result<Answer, BackendError>;
 
 /// An operation waiting for a send slot, with where its reply goes.
 struct QueuedOperation {
@@ -335,7 +357,8 @@ async fn call(inner: &Arc<BackendInner>, operations: &[Operation]) -> Vec<Reply>
     let layout = Layout::of(operations);
     let arguments = || arguments(operations, &layout, inner.batch.sha1());
     let reply = |value: Value, operation: &Operation| match value {
-        Value::Integer(code) => Ok(code),
+        Value::Integer(code) => Ok(Answer::Code(code)),
+        Value::Array(parts) if operation.kind == OpKind::Claim => recorded(parts),
         other => Err(BackendError::new(format!(
             "Redis rejected the lock operation on `{}`: {} (does the key hold other data?)",
             operation.key,
@@ -353,8 +376,8 @@ async fn call(inner: &Arc<BackendInner>, operations: &[Operation]) -> Vec<Reply>
     )
     .await
     {
-        // A single operation's reply comes bare.
-        Ok(value) if operations.len() == 1 && !matches!(value, Value::Array(_)) => {
+        // A single operation's reply comes bare (a claim's record too: an array of two).
+        Ok(value) if operations.len() == 1 && !is_batch_reply(&value, &operations[0]) => {
             vec![reply(value, &operations[0])]
         }
         Ok(Value::Array(values)) if values.len() == operations.len() => {
@@ -380,5 +403,33 @@ async fn call(inner: &Arc<BackendInner>, operations: &[Operation]) -> Vec<Reply>
                 .collect()
         }
         Err(error) => operations.iter().map(|_| Err(error.clone())).collect(),
+    }
+}
+
+/// Whether a call's reply is the batch's array of replies rather than one operation's bare
+/// reply (a claim's record is an array too: its code, then the record).
+fn is_batch_reply(value: &Value, operation: &Operation) -> bool {
+    match value {
+        Value::Array(parts) if operation.kind == OpKind::Claim => {
+            !matches!(parts.first(), Some(Value::Integer(code)) if *code == scripts::RECORDED)
+        }
+        Value::Array(_) => true,
+        _ => false,
+    }
+}
+
+/// A claim's `{RECORDED, record}`.
+fn recorded(parts: Vec<Value>) -> Reply {
+    let mut parts = parts.into_iter();
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Value::Integer(scripts::RECORDED)), Some(Value::Bytes(record)), None) => {
+            Ok(Answer::Recorded(record))
+        }
+        (Some(Value::Integer(scripts::RECORDED)), Some(Value::String(record)), None) => Ok(
+            Answer::Recorded(bytes::Bytes::copy_from_slice(record.as_bytes())),
+        ),
+        other => Err(BackendError::new(format!(
+            "Redis answered {other:?} to a claim, which the lock script never answers"
+        ))),
     }
 }

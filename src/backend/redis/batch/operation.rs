@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 
+use crate::backend::LockRecord;
 use crate::key::{LockKey, OwnerId};
 
 /// One lock operation for the batch script.
@@ -18,6 +19,19 @@ pub(in crate::backend) struct Operation {
     pub(in crate::backend) successor: Option<OwnerId>,
     /// A last release's run to announce (see `ReleaseArgs::announce_run`).
     pub(in crate::backend) announce: Option<u32>,
+    /// A claim's work (empty: none), or a store's record: see [`OpKind::Claim`] and
+    /// [`OpKind::Store`].
+    pub(in crate::backend) record: RecordPart,
+}
+
+/// What an operation on a lock with a record carries.
+pub(in crate::backend) enum RecordPart {
+    /// Not an operation on a record.
+    None,
+    /// A claim: the work it is for (`AcquireArgs::work`; empty: none).
+    Work(bytes::Bytes),
+    /// A store: the record and its retention.
+    Record(LockRecord),
 }
 
 /// What an operation does.
@@ -28,6 +42,13 @@ pub(in crate::backend) enum OpKind {
     /// The owner's last hold goes straight to [`Operation::successor`].
     HandOver,
     Renew,
+    /// A first acquisition unless the lock has a record (`AcquireArgs::unless_recorded`):
+    /// answered with the record when it has one. Keys: the lock and its record.
+    Claim,
+    /// A release that stores [`Operation::record`] when it ends the owner's last hold, in
+    /// the same step, and publishes as a last release does. Keys: the lock, its record and
+    /// its channel.
+    Store,
 }
 
 impl Operation {
@@ -37,6 +58,8 @@ impl Operation {
         match (self.kind, self.expected) {
             (OpKind::Renew, _) => Value::from_static_str("r"),
             (OpKind::HandOver, _) => Value::from_static_str("h"),
+            (OpKind::Claim, _) => Value::from_static_str("c"),
+            (OpKind::Store, _) => Value::from_static_str("s"),
             (OpKind::Acquire, 0) => Value::from_static_str("0"),
             (OpKind::Acquire, 1) => Value::from_static_str("1"),
             (OpKind::Acquire, 2) => Value::from_static_str("2"),
