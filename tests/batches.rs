@@ -175,12 +175,14 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
         .acquire()
         .await
         .unwrap();
-    done.release_recording(
-        bytes::Bytes::from_static(b"the answer"),
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
+    let released = done
+        .release_recording(
+            bytes::Bytes::from_static(b"the answer"),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(released, Released::Unlocked);
     let storing = locks
         .lock("storing")
         .unless_recorded()
