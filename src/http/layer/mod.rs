@@ -70,6 +70,7 @@
 //! ```
 
 pub(crate) mod body;
+#[cfg(feature = "idempotency")]
 mod boxed_future;
 mod either_body;
 pub(crate) mod future;
@@ -90,6 +91,7 @@ use http::request::Parts;
 use tower_layer::Layer;
 
 pub use body::{DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
+#[cfg(feature = "idempotency")]
 pub use boxed_future::BoxedResponseFuture;
 pub use future::LockResponseFuture;
 pub use keys::DEFAULT_MAX_KEYS;
