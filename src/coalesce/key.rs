@@ -69,3 +69,22 @@ fn carries_credentials(parts: &Parts) -> bool {
         .iter()
         .any(|name| parts.headers.contains_key(name))
 }
+
+/// Whether a response says it depends on request headers the key does not hold (its `Vary`
+/// names one that the layer does not vary on, or is `*`): another request of the key may
+/// differ in them, so the response is not for sharing.
+pub(super) fn varies_beyond_key(config: &CoalesceConfig, response: &http::HeaderMap) -> bool {
+    response.get_all(http::header::VARY).iter().any(|value| {
+        let Ok(value) = value.to_str() else {
+            return true;
+        };
+        value.split(',').map(str::trim).any(|name| {
+            !name.is_empty()
+                && (name == "*"
+                    || !config
+                        .vary
+                        .iter()
+                        .any(|kept| kept.as_str().eq_ignore_ascii_case(name)))
+        })
+    })
+}

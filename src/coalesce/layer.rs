@@ -198,8 +198,8 @@ impl CoalesceLayer {
 
     /// Which responses are shared, by status and headers (default: all but `408`, `425`,
     /// `429` and `5xx`, which say "try again": after one, the next waiter runs the handler).
-    /// A response is never shared when it says `Cache-Control: private` or `no-store`, or
-    /// sets a cookie.
+    /// A response is never shared when it says `Cache-Control: private` or `no-store`, sets
+    /// a cookie, or has a `Vary` naming a request header that [`vary`](Self::vary) does not.
     pub fn share_if<F>(mut self, share: F) -> Self
     where
         F: Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,

@@ -63,11 +63,13 @@ impl Outcome {
     }
 }
 
-/// A shared response, as a request that waited for it answers it.
+/// A shared response, as a request that waited for it answers it: its `Cache-Status` list
+/// gains this layer's member (after any the handler's response had, as RFC 9211 orders
+/// them: the one nearest the origin first).
 pub(super) fn shared_response(stored: &StoredResponse) -> Response {
     let mut response = stored.clone().into_response();
     response
         .headers_mut()
-        .insert(CACHE_STATUS, HeaderValue::from_static(SHARED_CACHE_STATUS));
+        .append(CACHE_STATUS, HeaderValue::from_static(SHARED_CACHE_STATUS));
     response
 }

@@ -15,7 +15,7 @@ use tower_service::Service;
 
 use super::config::{CoalesceConfig, OnUnavailable, OnWaitEnd};
 use super::flight::{FlightLead, Seat};
-use super::key::{key_of, Keyed};
+use super::key::{key_of, varies_beyond_key, Keyed};
 use super::outcome::{shared_response, Outcome};
 use super::rejection::CoalesceRejection;
 use crate::engine::{DropSafe, LockGuard, LockManager};
@@ -243,7 +243,8 @@ fn outcome_of<B>(
     }
     let private = cache_control_says(&head.headers, "private")
         || cache_control_says(&head.headers, "no-store")
-        || head.headers.contains_key(SET_COOKIE);
+        || head.headers.contains_key(SET_COOKIE)
+        || varies_beyond_key(config, &head.headers);
     match captured {
         Captured::Whole {
             data,

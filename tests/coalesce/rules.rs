@@ -113,6 +113,38 @@ async fn vary_headers_are_part_of_the_key() {
     assert_eq!(origin.executions(), 2);
 }
 
+/// A response whose `Vary` names a request header the key does not hold is not shared;
+/// with that header in the key, it is.
+#[tokio::test]
+async fn a_response_that_varies_beyond_the_key_is_not_shared() {
+    fn varies(n: usize) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        (
+            [("vary", "Accept-Language")],
+            format!("bonjour, execution {n}"),
+        )
+            .into_response()
+    }
+    let origin = Origin::new(varies);
+    let plain = layer();
+    let app = app(plain.clone(), &origin);
+    let requests = send(&app, 4, |_| Vec::new());
+    until_waiting(&[plain], 3, &origin, 1).await;
+    origin.open();
+    let answers = all(requests).await;
+    assert_eq!(origin.executions(), 4, "each ran the handler itself");
+    assert!(answers.iter().all(|a| !a.shared));
+
+    let origin = Origin::new(varies);
+    let varying = layer().vary(["accept-language"]);
+    let app = super::app(varying.clone(), &origin);
+    let requests = send(&app, 4, |_| vec![("accept-language", "fr".to_owned())]);
+    until_waiting(&[varying], 3, &origin, 1).await;
+    origin.open();
+    assert_eq!(all(requests).await.iter().filter(|a| a.shared).count(), 3);
+    assert_eq!(origin.executions(), 1);
+}
+
 /// Methods the layer does not cover pass through, all at once.
 #[tokio::test]
 async fn other_methods_pass_through() {
