@@ -31,33 +31,49 @@ async fn answers(requests: Vec<tokio::task::JoinHandle<Answer>>) -> Vec<Answer> 
     answers
 }
 
+/// `count` GETs of `uri(n)` over two layers of `backend` on an origin answering with
+/// `answer`, held in the handler until `waiting` requests wait and `started` executions
+/// began; the origin and the answers in order (and nothing is left in flight).
+async fn burst(
+    backend: BackendUnderTest,
+    answer: fn(usize) -> axum::response::Response,
+    count: usize,
+    uri: impl Fn(usize) -> String,
+    (waiting, started): (usize, usize),
+) -> (Origin, Vec<Answer>) {
+    let origin = Origin::new(answer);
+    let layers = two_layers(backend, |layer| layer).await;
+    let apps = layers.clone().map(|layer| app(layer, &origin));
+    let requests = spread(&apps, count, uri);
+    until_waiting(&layers, waiting, &origin, started).await;
+    origin.open();
+    let answers = answers(requests).await;
+    assert_eq!(layers[0].in_flight() + layers[1].in_flight(), 0);
+    (origin, answers)
+}
+
 /// 64 identical GETs over two processes while the first runs: one execution, 64 identical
 /// answers, 63 of them marked shared; nothing left in flight.
 async fn identical_requests_run_once(backend: BackendUnderTest) {
-    let origin = Origin::new(report);
-    let layers = two_layers(backend, |layer| layer).await;
-    let apps = layers.clone().map(|layer| app(layer, &origin));
-    let requests = spread(&apps, 64, |_| "/report?day=1".to_owned());
-    until_waiting(&layers, 62, &origin, 1).await;
-    origin.open();
-    let answers = answers(requests).await;
+    let (origin, answers) =
+        burst(backend, report, 64, |_| "/report?day=1".to_owned(), (62, 1)).await;
     assert_eq!(origin.executions(), 1, "one execution for 64 requests");
     assert!(answers
         .iter()
         .all(|a| a.status == StatusCode::OK && a.body == answers[0].body));
     assert_eq!(answers.iter().filter(|a| a.shared).count(), 63);
-    assert_eq!(layers[0].in_flight() + layers[1].in_flight(), 0);
 }
 
 /// Four different queries, eight requests each: four executions, each query's answers alike.
 async fn different_keys_run_apart(backend: BackendUnderTest) {
-    let origin = Origin::new(report);
-    let layers = two_layers(backend, |layer| layer).await;
-    let apps = layers.clone().map(|layer| app(layer, &origin));
-    let requests = spread(&apps, 32, |n| format!("/report?day={}", n % 4));
-    until_waiting(&layers, 24, &origin, 4).await;
-    origin.open();
-    let answers = answers(requests).await;
+    let (origin, answers) = burst(
+        backend,
+        report,
+        32,
+        |n| format!("/report?day={}", n % 4),
+        (24, 4),
+    )
+    .await;
     assert_eq!(origin.executions(), 4, "one execution per query");
     for (n, answer) in answers.iter().enumerate() {
         assert_eq!(answer.body, answers[n % 4].body, "request {n}");
@@ -70,13 +86,7 @@ async fn different_keys_run_apart(backend: BackendUnderTest) {
 /// A `503` is not shared: the waiters run the handler one after another (the next leads),
 /// never all at once, and each gets its own answer.
 async fn try_again_is_not_shared_and_the_next_leads(backend: BackendUnderTest) {
-    let origin = Origin::new(unavailable);
-    let layers = two_layers(backend, |layer| layer).await;
-    let apps = layers.clone().map(|layer| app(layer, &origin));
-    let requests = spread(&apps, 8, |_| "/report".to_owned());
-    until_waiting(&layers, 6, &origin, 1).await;
-    origin.open();
-    let answers = answers(requests).await;
+    let (origin, answers) = burst(backend, unavailable, 8, |_| "/report".to_owned(), (6, 1)).await;
     assert_eq!(origin.executions(), 8);
     assert_eq!(origin.most_at_once(), 1, "one at a time");
     assert!(answers
@@ -87,13 +97,7 @@ async fn try_again_is_not_shared_and_the_next_leads(backend: BackendUnderTest) {
 /// A `Cache-Control: private` response is not shared: the waiters run the handler
 /// themselves.
 async fn private_responses_are_not_shared(backend: BackendUnderTest) {
-    let origin = Origin::new(private);
-    let layers = two_layers(backend, |layer| layer).await;
-    let apps = layers.clone().map(|layer| app(layer, &origin));
-    let requests = spread(&apps, 8, |_| "/report".to_owned());
-    until_waiting(&layers, 6, &origin, 1).await;
-    origin.open();
-    let answers = answers(requests).await;
+    let (origin, answers) = burst(backend, private, 8, |_| "/report".to_owned(), (6, 1)).await;
     assert_eq!(origin.executions(), 8);
     assert!(answers
         .iter()

@@ -59,23 +59,13 @@ pub(in crate::backend) fn arguments(
     for operation in ordered() {
         let key = operation.key.as_str().as_bytes();
         arguments.push(Value::Bytes(piece(&[key])));
-        if matches!(operation.kind, OpKind::Claim | OpKind::Store) {
-            let [prefix, open, key, close] = record_parts(&operation.key);
-            arguments.push(Value::Bytes(piece(&[
-                prefix.as_bytes(),
-                open.as_bytes(),
-                key.as_bytes(),
-                close.as_bytes(),
-            ])));
-        }
-        if matches!(operation.kind, OpKind::Release | OpKind::Store) {
-            let [prefix, open, key, close] = channel_parts(&operation.key);
-            arguments.push(Value::Bytes(piece(&[
-                prefix.as_bytes(),
-                open.as_bytes(),
-                key.as_bytes(),
-                close.as_bytes(),
-            ])));
+        // The record, then the channel (see `batch.lua`).
+        let record = matches!(operation.kind, OpKind::Claim | OpKind::Store)
+            .then(|| record_parts(&operation.key));
+        let channel = matches!(operation.kind, OpKind::Release | OpKind::Store)
+            .then(|| channel_parts(&operation.key));
+        for parts in [record, channel].into_iter().flatten() {
+            arguments.push(Value::Bytes(piece(&parts.map(str::as_bytes))));
         }
     }
     if layout.has_header() {
