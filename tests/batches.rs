@@ -189,6 +189,12 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
         .acquire()
         .await
         .unwrap();
+    let storing_too = locks
+        .lock("storing-too")
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
     let running = locks
         .lock("running")
         .unless_recorded_for(bytes::Bytes::from_static(b"first"))
@@ -222,7 +228,10 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
         bytes::Bytes::from_static(b"stored"),
         Duration::from_secs(60),
     ));
-    wait_queued(&backend, 7).await;
+    let store_too = tokio::spawn(
+        storing_too.release_recording(bytes::Bytes::from_static(b"too"), Duration::from_secs(60)),
+    );
+    wait_queued(&backend, 8).await;
     let batched_before = backend.batched_operations();
     server.unpause();
 

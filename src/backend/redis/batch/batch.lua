@@ -126,7 +126,11 @@ while i <= n do
         redis.call('pexpire', key, lease)
         result = 0
       else
-        redis.call('del', key)
+        if j >= defer then
+          deleted[#deleted + 1] = key
+        else
+          redis.call('del', key)
+        end
         redis.call('set', record, value, 'px', retention)
         result = UNLOCKED + redis.call(PUBLISH, channel, UNLOCK_MESSAGE)
       end

@@ -3,8 +3,9 @@
 //!
 //! Operations on a key that no other operation of the call touches commute with all the
 //! others, so they may move: first acquisitions of such keys go to the front (one
-//! multi-key `EXISTS` checks that all are free), last releases to the back (one multi-key
-//! `DEL` at the end). Operations on a shared key keep their order, in the middle.
+//! multi-key `EXISTS` checks that all are free), last releases (stores of a record among
+//! them) to the back (one multi-key `DEL` at the end). Operations on a shared key keep
+//! their order, in the middle.
 
 use super::operation::{OpKind, Operation};
 
@@ -42,10 +43,12 @@ impl Layout {
             let operation = &operations[i];
             alone[i] && operation.kind == OpKind::Acquire && operation.expected == 0
         };
-        // `expected` 0 or 1: the script's `-1`.
+        // `expected` 0 or 1: the script's `-1`, or a store that may end the last hold.
         let back = |i: usize| {
             let operation = &operations[i];
-            alone[i] && operation.kind == OpKind::Release && operation.expected <= 1
+            alone[i]
+                && matches!(operation.kind, OpKind::Release | OpKind::Store)
+                && operation.expected <= 1
         };
         let mut order = Vec::with_capacity(n);
         order.extend((0..n).filter(|&i| front(i)));
@@ -134,5 +137,18 @@ mod tests {
             one_release.deferred_from, 0,
             "one trailing release: DEL as usual"
         );
+    }
+
+    #[test]
+    fn stores_of_keys_touched_once_are_deleted_with_the_last_releases() {
+        let layout = Layout::of(&[
+            operation(OpKind::Store, "a", 1),   // 0: back
+            operation(OpKind::Claim, "b", 0),   // 1: middle
+            operation(OpKind::Release, "c", 1), // 2: back
+            operation(OpKind::Store, "b", 1),   // 3: shared key: middle, after 1
+        ]);
+        assert_eq!(layout.order().collect::<Vec<_>>(), [1, 3, 0, 2]);
+        assert_eq!(layout.shared_exists, 0);
+        assert_eq!(layout.deferred_from, 3);
     }
 }

@@ -65,7 +65,7 @@ const MAX_IN_FLIGHT: usize = 2;
 /// command itself does): `A`, the number of leading operations that are first
 /// acquisitions (`0`) of such keys, for which one multi-key `EXISTS` stands in for one
 /// each when none of the keys exists; and `D`, the position of the first of the trailing
-/// operations that are last releases (`-1`) of such keys (0: none), whose `DEL`s are
+/// operations that are last releases (`-1`, or a store `s`) of such keys (0: none), whose `DEL`s are
 /// made together by one multi-key `DEL` at the end. Operations on different keys commute,
 /// so the caller may move them to the front or the back; Redis runs the script as one
 /// step, so nobody sees the order inside it (a message published before its key's
