@@ -253,11 +253,18 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
     ));
     let plain = plain.await.unwrap().expect("the plain lock is taken");
     assert_eq!(store.await.unwrap().unwrap(), Released::Unlocked);
-    assert!(backend.batched_operations() - batched_before >= 6);
-    let stored: Option<String> = admin.get("tower_lock_record:{storing}").await.unwrap();
-    assert_eq!(stored.as_deref(), Some("stored"));
-    let exists: i64 = admin.exists("storing").await.unwrap();
-    assert_eq!(exists, 0, "the stored lock is free");
+    assert_eq!(store_too.await.unwrap().unwrap(), Released::Unlocked);
+    assert!(backend.batched_operations() - batched_before >= 7);
+    // Two stores of keys touched once: their locks deleted together at the end of the call.
+    for (name, record) in [("storing", "stored"), ("storing-too", "too")] {
+        let stored: Option<String> = admin
+            .get(format!("tower_lock_record:{{{name}}}"))
+            .await
+            .unwrap();
+        assert_eq!(stored.as_deref(), Some(record), "{name}");
+        let exists: i64 = admin.exists(name).await.unwrap();
+        assert_eq!(exists, 0, "{name}: the stored lock is free");
+    }
     for guard in [fresh, plain, running] {
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
