@@ -2,8 +2,7 @@
 //! connection per manager for unlock notices. Everything Redis is in this folder:
 //!
 //! - each kind's script and operations: `plain.rs` with `batch/` (group commit: many plain
-//!   lock operations in one call of `batch.lua`), `record.rs` (locks with a record, in the
-//!   same batches),
+//!   lock operations in one call of `batch.lua`; locks with a record too),
 //!   `read_write.rs`, `fair.rs` with `waiter_channels.rs` (a channel per fair waiter),
 //!   `fenced.rs`, `semaphore.rs`, `inspect.rs` (inspection, listing, force-unlock);
 //! - `operations`: the [`Backend`](super::Backend) implementation, one exhaustive `match`
@@ -41,7 +40,6 @@ mod names;
 mod operations;
 mod plain;
 mod read_write;
-mod record;
 mod replicas;
 #[cfg(test)]
 mod script_constants;

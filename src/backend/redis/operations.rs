@@ -17,9 +17,8 @@ use crate::telemetry::TARGET;
 impl Backend for RedisBackend {
     fn acquire(&self, args: AcquireArgs) -> BoxFuture<Result<Attempt, BackendError>> {
         match args.kind {
-            _ if args.unless_recorded && args.kind.rules().records => {
-                self.acquire_unless_recorded(args)
-            }
+            // A claim: the plain lock's first acquisition, unless the lock has a record.
+            _ if args.unless_recorded && args.kind.rules().records => self.plain_acquire(args),
             _ if args.unless_recorded => self.no_records(args.kind),
             LockKind::Plain => self.plain_acquire(args),
             LockKind::Read | LockKind::Write => self.read_write_acquire(args),
@@ -35,11 +34,11 @@ impl Backend for RedisBackend {
     fn release(&self, mut args: ReleaseArgs) -> BoxFuture<Result<ReleaseReply, BackendError>> {
         let record = args.record.take();
         match (args.kind, record) {
-            (kind, Some(record)) if kind.rules().records => self.release_recording(args, record),
+            (kind, Some(record)) if kind.rules().records => self.plain_release(args, Some(record)),
             (kind, Some(_)) => self.no_records(kind),
             // A fenced lock's release is the plain lock's (its successors acquire, each
             // with a token of its own, so it is never handed over).
-            (LockKind::Plain | LockKind::Fenced, None) => self.plain_release(args),
+            (LockKind::Plain | LockKind::Fenced, None) => self.plain_release(args, None),
             (LockKind::Read | LockKind::Write, None) => self.read_write_release(args),
             (LockKind::Fair, None) => self.fair_release(args),
             (LockKind::Semaphore(_), None) => self.semaphore_release(args),
