@@ -3,8 +3,9 @@
 //! release that counts its own subscriber among those its `PUBLISH` reached learns how many
 //! *other* processes listen.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::backend::Notices;
 use crate::key::{KeyMap, KeySet, LockKey};
 
 /// The names this process's subscriber listens on, and the notices of its own releases
@@ -53,12 +54,14 @@ impl Echoes {
     }
 
     /// A release counted by [`expect`](Self::expect) was answered; if it did not unlock, no
-    /// notice comes and the count is taken back.
-    pub(in crate::backend) fn settle(&self, key: &LockKey, unlocked: bool) {
+    /// notice comes and the count is taken back. `true`: there was none to take back, so a
+    /// notice taken for ours meanwhile was another process's (a release of a lock this
+    /// process may not hold — an undo — crossed the holder's): it must be passed on.
+    pub(in crate::backend) fn settle(&self, key: &LockKey, unlocked: bool) -> bool {
         if unlocked {
-            return;
+            return false;
         }
-        self.take(key);
+        !self.take(key)
     }
 
     /// An unlock notice for `key` arrived: `true` if it is one of ours (taken off the
@@ -78,6 +81,39 @@ impl Echoes {
     /// Notices may have been lost (a reconnect): none is expected any more.
     pub(in crate::backend) fn forget_expected(&self) {
         self.state().expected.clear();
+    }
+}
+
+/// A release's notice counted as expected back ([`Echoes::expect`]), until its answer
+/// settles it. A notice wrongly taken for ours is passed on to the waiters: a wake-up too
+/// many costs one look, one too few leaves a waiter asleep while the lock is free.
+pub(in crate::backend) struct Unsettled(Option<(Arc<Echoes>, Notices, LockKey)>);
+
+impl Unsettled {
+    /// The notice of a release of `key` is counted as expected back.
+    pub(in crate::backend) fn new(echoes: Arc<Echoes>, notices: Notices, key: LockKey) -> Self {
+        Unsettled(Some((echoes, notices, key)))
+    }
+
+    /// The release was answered: `unlocked` says whether it published its notice.
+    pub(in crate::backend) fn settle(mut self, unlocked: bool) {
+        if let Some((echoes, notices, key)) = self.0.take() {
+            if echoes.settle(&key, unlocked) {
+                notices.unlocked(&key);
+            }
+        }
+    }
+}
+
+impl Drop for Unsettled {
+    /// Dropped unanswered (a caller's time limit, RedLock's per node): whether it unlocked
+    /// is unknown, so the count is taken back and the waiters look once more (a notice of
+    /// ours arriving later is then taken for another process's: one look more again).
+    fn drop(&mut self) {
+        if let Some((echoes, notices, key)) = self.0.take() {
+            echoes.take(&key);
+            notices.unlocked(&key);
+        }
     }
 }
 
@@ -116,5 +152,25 @@ mod tests {
         assert!(echoes.expect(&key()));
         echoes.unsubscribed(&[key()]);
         assert!(!echoes.take(&key()), "nothing comes back once unsubscribed");
+    }
+
+    /// A release of a lock this process does not hold (an undo) is answered "not held"
+    /// after another process's notice on the name was taken for ours: it is passed on.
+    #[test]
+    fn a_notice_taken_for_a_release_that_did_not_unlock_is_passed_on() {
+        let echoes = Echoes::default();
+        echoes.subscribed(&[key()]);
+        assert!(echoes.expect(&key()));
+        assert!(
+            echoes.take(&key()),
+            "the other process's notice, taken for ours"
+        );
+        assert!(echoes.settle(&key(), false), "it must be passed on");
+        assert!(echoes.expect(&key()));
+        assert!(
+            !echoes.settle(&key(), false),
+            "nothing was taken: nothing to pass on"
+        );
+        assert!(!echoes.take(&key()));
     }
 }

@@ -4,6 +4,7 @@
 
 use fred::prelude::*;
 
+use super::echoes::Unsettled;
 use super::{names, subscriptions, RedisBackend};
 use crate::backend::{
     AcquireArgs, Attempt, Backend, BoxFuture, Capabilities, ForceUnlocked, KindSet, LeaveArgs,
@@ -177,15 +178,18 @@ impl RedisBackend {
         Box::pin(std::future::ready(Err(error)))
     }
 
-    /// Whether this process's subscriber listens on `key`'s channel; if so, a release's
-    /// notice is counted as expected back (see `echoes`). No lock is taken for a name
-    /// without local waiters (most releases).
-    pub(in crate::backend) fn listens(&self, key: &LockKey) -> bool {
-        let may = self
-            .inner
-            .notices
-            .get()
-            .is_some_and(|notices| notices.may_be_watched(key));
-        may && self.inner.echoes.expect(key)
+    /// When this process's subscriber listens on `key`'s channel, a release's notice is
+    /// counted as expected back (see `echoes`) until the release's answer settles it. No
+    /// lock is taken for a name without local waiters (most releases).
+    pub(in crate::backend) fn expect_echo(&self, key: &LockKey) -> Option<Unsettled> {
+        let notices = self.inner.notices.get()?;
+        if !notices.may_be_watched(key) || !self.inner.echoes.expect(key) {
+            return None;
+        }
+        Some(Unsettled::new(
+            self.inner.echoes.clone(),
+            notices.clone(),
+            key.clone(),
+        ))
     }
 }

@@ -105,10 +105,10 @@ impl RedisBackend {
         };
         // A last release publishes: when this process listens on the name, the notice
         // comes back to it (and is not another process's unlock).
-        let listening = matches!(kind, OpKind::Release | OpKind::Store)
-            && args.expected <= 1
-            && self.listens(&args.key);
-        let key = args.key.clone();
+        let echo = (matches!(kind, OpKind::Release | OpKind::Store) && args.expected <= 1)
+            .then(|| self.expect_echo(&args.key))
+            .flatten();
+        let listening = echo.is_some();
         let reply = self.submit(Operation {
             kind,
             key: args.key,
@@ -119,7 +119,6 @@ impl RedisBackend {
             announce: args.announce_run.filter(|_| kind == OpKind::Release),
             record: record.map_or(RecordPart::None, RecordPart::Record),
         });
-        let echoes = self.inner.echoes.clone();
         Box::pin(async move {
             let code = reply.await;
             // Settled on every answer, an error included: a notice still expected after a
@@ -129,8 +128,8 @@ impl RedisBackend {
             let decoded = code
                 .and_then(|answer| answer.code())
                 .and_then(|code| decode_release(kind, code, listening));
-            if listening {
-                echoes.settle(&key, matches!(&decoded, Ok(reply) if published(reply)));
+            if let Some(echo) = echo {
+                echo.settle(matches!(&decoded, Ok(reply) if published(reply)));
             }
             decoded
         })

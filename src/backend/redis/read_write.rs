@@ -135,8 +135,10 @@ impl RedisBackend {
         // Never handed over: a read-write lock's release frees its share. A last hold's
         // release may publish, and this process's own notice is told apart as the plain
         // lock's is (`echoes`).
-        let listening = args.expected <= 1 && self.listens(&args.key);
-        let key = args.key.clone();
+        let echo = (args.expected <= 1)
+            .then(|| self.expect_echo(&args.key))
+            .flatten();
+        let listening = echo.is_some();
         let reply = self.read_write(
             ReadWriteOp::Release,
             args.kind,
@@ -145,11 +147,10 @@ impl RedisBackend {
             args.lease,
             args.expected,
         );
-        let echoes = self.inner.echoes.clone();
         Box::pin(async move {
             let code = reply.await.and_then(reply_code);
-            if listening {
-                echoes.settle(&key, matches!(code, Ok(code) if published(code)));
+            if let Some(echo) = echo {
+                echo.settle(matches!(code, Ok(code) if published(code)));
             }
             decode_release(code?, listening)
         })

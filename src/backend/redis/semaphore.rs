@@ -123,7 +123,9 @@ impl RedisBackend {
         }
         // A last release publishes the new count; this process's own message comes back
         // and is told apart as the plain lock's is (`echoes`).
-        let listening = args.expected <= 1 && self.listens(&args.key);
+        let echo = (args.expected <= 1)
+            .then(|| self.expect_echo(&args.key))
+            .flatten();
         let reply = self.semaphore_call(
             args.key.clone(),
             "r",
@@ -134,17 +136,16 @@ impl RedisBackend {
             ],
             (vec![args.owner], permits.count()),
         );
-        let echoes = self.inner.echoes.clone();
         let key = args.key;
         Box::pin(async move {
             let reply = reply.await;
-            if listening {
+            if let Some(echo) = echo {
                 // The reply counts the subscribers the new count reached: none when it was
                 // not published (the limit was lowered under the permits held), and then no
                 // echo may be waited for (it would swallow another process's notice).
                 let published =
                     matches!(&reply, Ok(Value::Integer(code)) if *code > scripts::UNLOCKED);
-                echoes.settle(&key, published);
+                echo.settle(published);
             }
             decode_release(&key, reply?)
         })

@@ -134,10 +134,19 @@ impl RedLockBackend {
         crate::join::join_all(asks).await
     }
 
-    /// Releases `args` on every node, as an undo (outcomes do not matter: a node that
-    /// misses it lets the lease run out).
-    async fn undo(inner: &Inner, args: ReleaseArgs) {
-        Self::on_all(inner, |node| node.release(args.clone())).await;
+    /// Releases `args`, as an undo, on every node where the attempt may have landed: not
+    /// where it was answered busy (the lock is someone else's there, and a release of it
+    /// would only cross its holder's). Outcomes do not matter: a node that misses it lets
+    /// the lease run out.
+    async fn undo(inner: &Inner, args: ReleaseArgs, answers: &Answers<Attempt>) {
+        let limit = inner.node_timeout;
+        let undos = inner
+            .nodes
+            .iter()
+            .zip(answers)
+            .filter(|(_, answer)| !matches!(answer, Some(Attempt::Busy(_))))
+            .map(|(node, _)| tokio::time::timeout(limit, node.release(args.clone())));
+        crate::join::join_all(undos).await;
     }
 }
 
@@ -201,7 +210,7 @@ impl Backend for RedLockBackend {
                 record: None,
             };
             if taken > 0 || answered < inner.nodes.len() {
-                Self::undo(&inner, undo).await;
+                Self::undo(&inner, undo, &answers).await;
             }
             if taken >= quorum {
                 return Err(BackendError::new(format!(
