@@ -132,7 +132,9 @@ pub(super) async fn force_unlock(
     };
     let mut freed = 0;
     for (pid, ..) in holders {
-        let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        // With a time limit the server answers once the session has ended (its locks
+        // gone), not when the signal was sent: "freed" means free (PostgreSQL 14 or later).
+        let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
             .bind(pid)
             .fetch_one(inner.sessions.control())
             .await
