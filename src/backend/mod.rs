@@ -32,6 +32,8 @@ mod redis;
 #[cfg(feature = "redis")]
 mod redlock;
 mod replies;
+#[cfg(feature = "zookeeper")]
+mod zookeeper;
 
 pub use crate::error::BackendError;
 pub use crate::kind::KindSet;
@@ -55,6 +57,12 @@ pub use redis::{unlock_channel, MissingAck, RedisBackend, ReplicaAck, DEFAULT_CO
 #[cfg(feature = "redis")]
 pub use redlock::{RedLockBackend, DEFAULT_NODE_TIMEOUT};
 pub use replies::{Attempt, ReleaseReply};
+#[cfg(feature = "zookeeper")]
+pub use zookeeper::{
+    ZooKeeperBackend, ZooKeeperBackendBuilder, DEFAULT_ROOT as ZOOKEEPER_DEFAULT_ROOT,
+    DEFAULT_SESSION_TIMEOUT as ZOOKEEPER_DEFAULT_SESSION_TIMEOUT,
+    MAX_NAME_LEN as ZOOKEEPER_MAX_NAME_LEN,
+};
 
 #[cfg(doc)]
 use crate::kind::LockKind;

@@ -15,6 +15,7 @@ pub mod redisson_scripts;
 pub mod subjects;
 pub mod suite;
 pub mod trace;
+pub mod zookeeper;
 
 // Shared with the conformance suite: waiting for an event, and every count back to zero.
 #[allow(unused_imports)] // not every test binary uses each of them

@@ -1,10 +1,12 @@
 //! The backends of this crate as subjects of the conformance suite
 //! (`tower_lock::conformance`): one Redis, the local Cluster, a Sentinel's master, RedLock
-//! over three servers and one PostgreSQL, each shared by the tests of a binary.
+//! over three servers, one PostgreSQL and one ZooKeeper, each shared by the tests of a binary.
 
 use std::sync::{Arc, OnceLock};
 
-use tower_lock::backend::{Backend, BoxFuture, PostgresBackend, RedLockBackend, RedisBackend};
+use tower_lock::backend::{
+    Backend, BoxFuture, PostgresBackend, RedLockBackend, RedisBackend, ZooKeeperBackend,
+};
 use tower_lock::conformance::Subject;
 use tower_lock::manager::LockManagerBuilder;
 use tower_lock::LockManager;
@@ -132,4 +134,32 @@ impl Subject for PostgresAt {
 /// The shared PostgreSQL (or `DATABASE_URL`).
 pub fn postgres() -> PostgresAt {
     PostgresAt(super::postgres::shared_url())
+}
+
+/// A ZooKeeper reached by its hosts: each manager and backend with a session of its own.
+pub struct ZooKeeperAt(pub String);
+
+impl ZooKeeperAt {
+    async fn backend_now(hosts: String) -> ZooKeeperBackend {
+        ZooKeeperBackend::connect(&hosts)
+            .await
+            .unwrap_or_else(|e| panic!("connect to the test ZooKeeper at {hosts}: {e}"))
+    }
+}
+
+impl Subject for ZooKeeperAt {
+    fn manager(&self, builder: LockManagerBuilder) -> BoxFuture<LockManager> {
+        let hosts = self.0.clone();
+        Box::pin(async move { builder.backend(Self::backend_now(hosts).await) })
+    }
+
+    fn backend(&self) -> BoxFuture<Arc<dyn Backend>> {
+        let hosts = self.0.clone();
+        Box::pin(async move { Arc::new(Self::backend_now(hosts).await) as Arc<dyn Backend> })
+    }
+}
+
+/// The shared ZooKeeper (or `ZOOKEEPER_HOSTS`).
+pub fn zookeeper() -> ZooKeeperAt {
+    ZooKeeperAt(super::zookeeper::shared_hosts())
 }

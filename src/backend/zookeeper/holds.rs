@@ -1,0 +1,127 @@
+//! This process's nodes: which owner holds (or waits with) which node, how many times it
+//! holds it (reentry counts here: one node per owner and side), and the nodes whose delete
+//! failed, deleted again once the session is back.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::time::Instant;
+
+use super::nodes::Side;
+use crate::key::{LockKey, OwnerId};
+
+/// One owner's node on one side of a lock.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    /// The node's full path.
+    pub(super) path: String,
+    /// The session generation it was made in (gone with that session).
+    pub(super) generation: u64,
+    /// Holds of the owner (0: a fair waiter's place, not held yet).
+    pub(super) count: u32,
+    /// The node's `czxid`: the fencing token.
+    pub(super) token: u64,
+    /// When the hold's lease ends, as the manager last renewed it; for a fair waiter's
+    /// place, when it runs out unless the waiter asks again. The node is deleted then
+    /// (see `expiry`): a hold whose owner stops renewing ends, as on every backend.
+    pub(super) ends: Instant,
+    /// The node a fair waiter's watch is set on, if any.
+    pub(super) watching: Option<String>,
+}
+
+type Slot = (LockKey, OwnerId, Side);
+
+/// The table of this process's nodes.
+#[derive(Default)]
+pub(super) struct Holds {
+    entries: Mutex<HashMap<Slot, Entry>>,
+    /// Nodes whose delete failed (connection lost): deleted when the session is back, in
+    /// that generation.
+    orphans: Mutex<Vec<(String, u64)>>,
+}
+
+impl Holds {
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<Slot, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The owner's entry on `side` of `key`, if any.
+    pub(super) fn get(&self, key: &LockKey, owner: &OwnerId, side: Side) -> Option<Entry> {
+        self.lock()
+            .get(&(key.clone(), owner.clone(), side))
+            .cloned()
+    }
+
+    /// Sets the owner's entry.
+    pub(super) fn put(&self, key: &LockKey, owner: &OwnerId, side: Side, entry: Entry) {
+        self.lock()
+            .insert((key.clone(), owner.clone(), side), entry);
+    }
+
+    /// Removes the owner's entry, returning it.
+    pub(super) fn take(&self, key: &LockKey, owner: &OwnerId, side: Side) -> Option<Entry> {
+        self.lock().remove(&(key.clone(), owner.clone(), side))
+    }
+
+    /// Removes the owner's entry if `condition` holds for it, returning it.
+    pub(super) fn take_if(
+        &self,
+        key: &LockKey,
+        owner: &OwnerId,
+        side: Side,
+        condition: impl FnOnce(&Entry) -> bool,
+    ) -> Option<Entry> {
+        let mut entries = self.lock();
+        let slot = (key.clone(), owner.clone(), side);
+        if !entries.get(&slot).is_some_and(condition) {
+            return None;
+        }
+        entries.remove(&slot)
+    }
+
+    /// Whether `owner` holds the write side of `key` (a writer may read).
+    pub(super) fn writes(&self, key: &LockKey, owner: &OwnerId) -> bool {
+        self.get(key, owner, Side::Write)
+            .is_some_and(|entry| entry.count > 0)
+    }
+
+    /// Every (name, owner) held now.
+    pub(super) fn held(&self) -> Vec<(LockKey, OwnerId)> {
+        self.lock()
+            .iter()
+            .filter(|(_, entry)| entry.count > 0)
+            .map(|((key, owner, _), _)| (key.clone(), owner.clone()))
+            .collect()
+    }
+
+    /// The holds on `path`'s children of this process: (node name, owner, count, lease end).
+    pub(super) fn in_dir(&self, dir: &str) -> Vec<(String, OwnerId, u32, Instant)> {
+        self.lock()
+            .iter()
+            .filter_map(|((_, owner, _), entry)| {
+                let (parent, name) = entry.path.rsplit_once('/')?;
+                (parent == dir).then(|| (name.to_owned(), owner.clone(), entry.count, entry.ends))
+            })
+            .collect()
+    }
+
+    /// Forgets every entry (their session expired: the nodes are gone).
+    pub(super) fn clear(&self) {
+        self.lock().clear();
+        self.orphans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// A node whose delete failed: deleted again when the session is back.
+    pub(super) fn orphan(&self, path: String, generation: u64) {
+        let mut orphans = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+        orphans.push((path, generation));
+    }
+
+    /// The orphans to delete now.
+    pub(super) fn take_orphans(&self) -> Vec<(String, u64)> {
+        std::mem::take(&mut *self.orphans.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
