@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod curator;
 pub mod http;
 pub mod order;
 pub mod postgres;

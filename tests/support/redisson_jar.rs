@@ -1,9 +1,9 @@
-//! Builds the Redisson interop jar (`interop/redisson/`, `mvn package`) once per test
-//! process, when it is missing or older than its sources.
+//! Builds the interop jars (`interop/redisson/`, `interop/curator/`: `mvn package`) once
+//! per test process, when missing or older than their sources.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What to do without Java or Maven.
@@ -12,32 +12,43 @@ pub const JAVA_HINT: &str =
 `apt-get install -y openjdk-17-jdk-headless maven` (or run `./scripts/test.sh`, which installs \
 them when absent)";
 
-/// The runnable jar, built once per test process when missing or older than its sources.
+/// The runnable Redisson jar, built once per test process when missing or older than its
+/// sources.
 pub fn jar() -> PathBuf {
-    static JAR: OnceLock<PathBuf> = OnceLock::new();
-    JAR.get_or_init(|| {
-        let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/redisson");
-        let jar = project.join("target/redisson-interop.jar");
-        let java = Command::new("java").arg("-version").output();
-        if !matches!(&java, Ok(out) if out.status.success()) {
-            panic!("java does not run ({java:?}); {JAVA_HINT}");
-        }
-        if modified(&jar) < newest_source(&project) {
-            let built = Command::new("mvn")
-                .args(["-B", "-q", "package", "-f"])
-                .arg(project.join("pom.xml"))
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run mvn ({e}); {JAVA_HINT}"));
-            assert!(
-                built.status.success(),
-                "building the Redisson interop jar failed:\n{}{}",
-                String::from_utf8_lossy(&built.stdout),
-                String::from_utf8_lossy(&built.stderr)
-            );
-        }
-        jar
-    })
-    .clone()
+    built("redisson", "redisson-interop.jar", JAVA_HINT)
+}
+
+/// The runnable jar `jar` of the Maven project `interop/<project>/`, built (`mvn package`)
+/// once per test process when missing or older than its sources.
+pub fn built(project: &str, jar: &str, hint: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(name, _)| name == project) {
+        return path.clone();
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("interop")
+        .join(project);
+    let path = dir.join("target").join(jar);
+    let java = Command::new("java").arg("-version").output();
+    if !matches!(&java, Ok(out) if out.status.success()) {
+        panic!("java does not run ({java:?}); {hint}");
+    }
+    if modified(&path) < newest_source(&dir) {
+        let output = Command::new("mvn")
+            .args(["-B", "-q", "package", "-f"])
+            .arg(dir.join("pom.xml"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run mvn ({e}); {hint}"));
+        assert!(
+            output.status.success(),
+            "building interop/{project} failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    built.push((project.to_owned(), path.clone()));
+    path
 }
 
 fn modified(path: &Path) -> SystemTime {
@@ -49,7 +60,7 @@ fn modified(path: &Path) -> SystemTime {
 fn newest_source(dir: &Path) -> SystemTime {
     let mut newest = UNIX_EPOCH;
     for entry in std::fs::read_dir(dir)
-        .expect("interop/redisson exists")
+        .expect("the interop project exists")
         .flatten()
     {
         let path = entry.path();

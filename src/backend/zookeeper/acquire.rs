@@ -4,6 +4,7 @@
 //! no polling — until it holds, its wait is over, or its acquirer leaves. A fair waiter's
 //! node is its place: kept between attempts, and its watch tells it its turn.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -140,7 +141,10 @@ async fn take(
             Ok((None, _)) => continue,
             Ok((Some(_), watcher)) => {
                 let over = tokio::select! {
-                    _ = watcher.changed() => false,
+                    _ = watcher.changed() => {
+                        inner.watches_fired.fetch_add(1, Ordering::Relaxed);
+                        false
+                    }
                     _ = tokio::time::sleep_until(until) => true,
                     _ = cancel.notified() => true,
                 };
@@ -207,6 +211,14 @@ async fn fair_place(
             entry
         }
     };
+    if let Some((_, next)) = &place.watching {
+        // Its watch has not fired: the node before it is still there, nothing to look at.
+        return Ok(Attempt::Queued {
+            retry_in: FAIR_RETRY,
+            holder_lease: None,
+            at_head: *next,
+        });
+    }
     let name = place.path.rsplit('/').next().unwrap_or_default().to_owned();
     let (client, _) = inner.connection.client();
     let children = client
@@ -234,12 +246,10 @@ async fn fair_place(
         }
         Standing::Waits { watch, next } => {
             let path = format!("{dir}/{watch}");
-            if place.watching.as_deref() != Some(path.as_str()) {
-                let mut entry = place;
-                entry.watching = Some(path.clone());
-                inner.holds.put(&args.key, &args.owner, Side::Mutex, entry);
-                watch_turn(inner, client, path, args.key.clone(), args.owner.clone());
-            }
+            let mut entry = place;
+            entry.watching = Some((path.clone(), next));
+            inner.holds.put(&args.key, &args.owner, Side::Mutex, entry);
+            watch_turn(inner, client, path, args.key.clone(), args.owner.clone());
             Ok(Attempt::Queued {
                 retry_in: FAIR_RETRY,
                 holder_lease: None,
@@ -256,14 +266,25 @@ fn watch_turn(inner: &Arc<Inner>, client: zk::Client, path: String, key: LockKey
     let weak = Arc::downgrade(inner);
     tokio::spawn(async move {
         let watched = client.check_and_watch_stat(&path).await;
-        if let Ok((Some(_), watcher)) = watched {
-            watcher.changed().await;
-        }
+        let fired = match watched {
+            Ok((Some(_), watcher)) => {
+                watcher.changed().await;
+                true
+            }
+            _ => false,
+        };
         let Some(inner) = weak.upgrade() else {
             return;
         };
+        if fired {
+            inner.watches_fired.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(mut entry) = inner.holds.get(&key, &owner, Side::Mutex) {
-            if entry.watching.as_deref() == Some(path.as_str()) {
+            if entry
+                .watching
+                .as_ref()
+                .is_some_and(|(watched, _)| *watched == path)
+            {
                 entry.watching = None;
                 inner.holds.put(&key, &owner, Side::Mutex, entry);
             }

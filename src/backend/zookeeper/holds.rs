@@ -25,8 +25,9 @@ pub(super) struct Entry {
     /// place, when it runs out unless the waiter asks again. The node is deleted then
     /// (see `expiry`): a hold whose owner stops renewing ends, as on every backend.
     pub(super) ends: Instant,
-    /// The node a fair waiter's watch is set on, if any.
-    pub(super) watching: Option<String>,
+    /// The node a fair waiter's watch is set on (while it is, nothing ahead of the waiter
+    /// changed), and whether that node held the lock.
+    pub(super) watching: Option<(String, bool)>,
 }
 
 type Slot = (LockKey, OwnerId, Side);

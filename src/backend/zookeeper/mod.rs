@@ -10,6 +10,7 @@
 //! session.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -83,6 +84,8 @@ pub(super) struct Inner {
     waits: Mutex<HashMap<(LockKey, OwnerId), Arc<Notify>>>,
     /// Ends the session's watching task with the backend.
     closed: Arc<Notify>,
+    /// Watches that fired for waiters (see [`ZooKeeperBackend::watches_fired`]).
+    watches_fired: AtomicU64,
 }
 
 impl Drop for Inner {
@@ -159,6 +162,7 @@ impl ZooKeeperBackendBuilder {
             root: self.root,
             waits: Mutex::default(),
             closed: closed.clone(),
+            watches_fired: AtomicU64::new(0),
         });
         events::watch(&inner, closed);
         Ok(ZooKeeperBackend { inner })
@@ -253,6 +257,13 @@ impl ZooKeeperBackend {
     /// The root under which lock names are directories.
     pub fn root(&self) -> &str {
         &self.inner.root
+    }
+
+    /// How many watches set by waiters have fired so far: each waiter watches only the node
+    /// before it, so a hand-over wakes one waiter (no herd), and this grows by about one
+    /// per waiter that got its turn.
+    pub fn watches_fired(&self) -> u64 {
+        self.inner.watches_fired.load(Ordering::Relaxed)
     }
 
     /// The session's id now (a new one after an expiry).
