@@ -5,6 +5,7 @@
 //! cargo run --example demo                          # embedded in-memory backend
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run --example demo   # on Redis
 //! DATABASE_URL=postgres://app@localhost/app cargo run --features postgres --example demo   # on PostgreSQL
+//! ZOOKEEPER_HOSTS=127.0.0.1:2181 cargo run --features zookeeper --example demo   # on ZooKeeper
 //! ```
 
 use std::io::Write;
@@ -68,9 +69,34 @@ async fn postgres(_url: &str) -> Result<LockManager, String> {
     Err("the demo was built without PostgreSQL: run it with `--features postgres`".into())
 }
 
+/// A manager on the ZooKeeper servers at `hosts`.
+#[cfg(feature = "zookeeper")]
+async fn zookeeper(hosts: &str) -> Result<LockManager, String> {
+    let backend = tower_lock::backend::ZooKeeperBackend::connect(hosts)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(LockManager::builder().backend(backend))
+}
+
+#[cfg(not(feature = "zookeeper"))]
+async fn zookeeper(_hosts: &str) -> Result<LockManager, String> {
+    Err("the demo was built without ZooKeeper: run it with `--features zookeeper`".into())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    let hosts = std::env::var("ZOOKEEPER_HOSTS").unwrap_or_default();
     let locks = match (std::env::var("REDIS_URL"), std::env::var("DATABASE_URL")) {
+        _ if !hosts.is_empty() => match zookeeper(&hosts).await {
+            Ok(locks) => {
+                println!("backend: ZooKeeper at {hosts}");
+                locks
+            }
+            Err(error) => {
+                eprintln!("cannot use ZooKeeper at {hosts}: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
         (Ok(url), _) if !url.is_empty() => match LockManager::redis(&url).await {
             Ok(locks) => {
                 println!("backend: Redis at {url}");
@@ -93,7 +119,8 @@ async fn main() -> ExitCode {
         },
         _ => {
             println!(
-                "backend: embedded in-memory (set REDIS_URL to use Redis, DATABASE_URL for PostgreSQL)"
+                "backend: embedded in-memory (set REDIS_URL to use Redis, DATABASE_URL for \
+                 PostgreSQL, ZOOKEEPER_HOSTS for ZooKeeper)"
             );
             LockManager::memory()
         }

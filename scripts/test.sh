@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole test suite against real redis-server and PostgreSQL processes (started by
-# the tests on free loopback ports) and, for the interop suite, the real Redisson (Java).
-# Installs what is absent from Debian's packages: redis-server, PostgreSQL, a headless JDK
-# and Maven.
+# Runs the whole test suite against real redis-server, PostgreSQL and ZooKeeper processes
+# (started by the tests on free loopback ports) and, for the interop suites, the real
+# Redisson and Curator (Java). Installs what is absent from Debian's packages: redis-server,
+# PostgreSQL, ZooKeeper, a headless JDK and Maven.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +13,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # PostgreSQL for its backend's tests (Debian keeps initdb off PATH).
 { command -v initdb || compgen -G "/usr/lib/postgresql/*/bin/initdb"; } >/dev/null 2>&1 \
   || missing+=(postgresql)
+# ZooKeeper for its backend's tests (the server's jars; the tests start it with java).
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "not found: installing ${missing[*]} from Debian's packages"
   sudo=""
@@ -23,10 +25,12 @@ fi
 redis-server --version
 java -version 2>&1 | head -1
 
-# The Redisson interop suite's client: one runnable jar (Maven caches downloads in ~/.m2).
+# The interop suites' clients, Redisson's and Curator's: one runnable jar each (Maven caches
+# downloads in ~/.m2).
 started=$(date +%s)
 mvn -B -q -f interop/redisson/pom.xml package
-echo "Redisson interop jar built in $(( $(date +%s) - started )) s"
+mvn -B -q -f interop/curator/pom.xml package
+echo "Redisson and Curator interop jars built in $(( $(date +%s) - started )) s"
 
 # A run from a clean checkout gains nothing from incremental caches, which would double the
 # disk the build takes (CI's machine has little to spare).
@@ -39,7 +43,7 @@ python3 scripts/import-cycles.py src
 python3 scripts/rust-version.py --check
 cargo clippy --all-targets --all-features --quiet -- -D warnings
 # Each feature on its own builds cleanly (the engine and the in-memory backend need neither).
-for features in "" "redis" "axum" "metrics" "conformance" "postgres" "coalesce"; do
+for features in "" "redis" "axum" "metrics" "conformance" "postgres" "zookeeper" "coalesce"; do
   cargo clippy --lib --quiet --no-default-features --features "$features" -- -D warnings
 done
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet

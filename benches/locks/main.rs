@@ -111,7 +111,8 @@ async fn worker(args: &[String]) {
 /// Builds a contender by its short name: `tower`, `tower-free`, `fair`, `sem<N>` (a
 /// semaphore of N permits), `poll100`, `poll10`, `memory`; on PostgreSQL (`url` is then a
 /// `postgres://` URL): `pg` (tower-lock), `pgblock` (a connection per worker waiting in
-/// `pg_advisory_lock`), `pgpoll<N>` (a connection per worker polling every N ms).
+/// `pg_advisory_lock`), `pgpoll<N>` (a connection per worker polling every N ms); on
+/// ZooKeeper (`url` is then its hosts): `zk`.
 pub async fn contender(kind: &str, url: &str) -> Contender {
     if let Some(rest) = kind.strip_prefix("pg") {
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -132,6 +133,12 @@ pub async fn contender(kind: &str, url: &str) -> Contender {
                 )),
             },
         };
+    }
+    if kind == "zk" {
+        let backend = tower_lock::backend::ZooKeeperBackend::connect(url)
+            .await
+            .expect("connect to ZooKeeper");
+        return Contender::TowerLock(tower_lock::LockManager::builder().backend(backend));
     }
     if let Some(limit) = kind.strip_prefix("sem") {
         let locks = tower_lock::LockManager::redis(url).await.expect("connect");

@@ -106,17 +106,23 @@ async fn take(
         .checked_add(args.wait_left)
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
     let writes_here = side == Side::Read && inner.holds.writes(&args.key, &args.owner);
+    // The node before this one held the lock and was deleted: this one is first now (no
+    // node can come before it: sequences only grow), as the server's notice says.
+    let mut first_by_notice = false;
     loop {
         let (client, _) = inner.connection.client();
-        let looked = client.list_children(dir).await;
-        let children = match looked {
-            Ok(children) => children,
-            Err(error) => {
-                let _ = delete_node(inner, &made.path, made.generation).await;
-                return Err(failed("list a lock's nodes", error));
+        let now_standing = if first_by_notice {
+            Standing::Holds
+        } else {
+            match client.list_children(dir).await {
+                Ok(children) => standing(&queue(&children), &made.name, writes_here),
+                Err(error) => {
+                    let _ = delete_node(inner, &made.path, made.generation).await;
+                    return Err(failed("list a lock's nodes", error));
+                }
             }
         };
-        let watch = match standing(&queue(&children), &made.name, writes_here) {
+        let (watch, next) = match now_standing {
             Standing::Holds => {
                 record(inner, args, side, &made);
                 return Ok(granted(args, made.token));
@@ -128,7 +134,7 @@ async fn take(
                     made.path
                 )))
             }
-            Standing::Waits { watch, .. } => watch,
+            Standing::Waits { watch, next } => (watch, next),
         };
         let Some(cancel) = cancel else {
             // A single try: not first, so the node goes again.
@@ -141,8 +147,13 @@ async fn take(
             Ok((None, _)) => continue,
             Ok((Some(_), watcher)) => {
                 let over = tokio::select! {
-                    _ = watcher.changed() => {
+                    event = watcher.changed() => {
                         inner.watches_fired.fetch_add(1, Ordering::Relaxed);
+                        // A reader may still have writers between it and the one it
+                        // watched: it looks again.
+                        first_by_notice = next
+                            && side != Side::Read
+                            && event.event_type == zk::EventType::NodeDeleted;
                         false
                     }
                     _ = tokio::time::sleep_until(until) => true,
@@ -172,6 +183,7 @@ fn record(inner: &Arc<Inner>, args: &AcquireArgs, side: Side, made: &Made) {
         token: made.token,
         ends: Instant::now() + args.lease,
         watching: None,
+        first_by_notice: false,
     };
     inner.holds.put(&args.key, &args.owner, side, entry);
     expire_later(inner, &args.key, &args.owner, side, &made.path);
@@ -203,6 +215,7 @@ async fn fair_place(
                 token: made.token,
                 ends: place_ends,
                 watching: None,
+                first_by_notice: false,
             };
             inner
                 .holds
@@ -221,13 +234,19 @@ async fn fair_place(
     }
     let name = place.path.rsplit('/').next().unwrap_or_default().to_owned();
     let (client, _) = inner.connection.client();
-    let children = client
-        .list_children(dir)
-        .await
-        .map_err(|error| failed("list a lock's nodes", error))?;
-    match standing(&queue(&children), &name, false) {
+    let now_standing = if place.first_by_notice {
+        Standing::Holds
+    } else {
+        let children = client
+            .list_children(dir)
+            .await
+            .map_err(|error| failed("list a lock's nodes", error))?;
+        standing(&queue(&children), &name, false)
+    };
+    match now_standing {
         Standing::Holds => {
             let mut entry = place;
+            entry.first_by_notice = false;
             entry.count = 1;
             entry.ends = Instant::now() + args.lease;
             entry.watching = None;
@@ -249,7 +268,13 @@ async fn fair_place(
             let mut entry = place;
             entry.watching = Some((path.clone(), next));
             inner.holds.put(&args.key, &args.owner, Side::Mutex, entry);
-            watch_turn(inner, client, path, args.key.clone(), args.owner.clone());
+            watch_turn(
+                inner,
+                client,
+                (path, next),
+                args.key.clone(),
+                args.owner.clone(),
+            );
             Ok(Attempt::Queued {
                 retry_in: FAIR_RETRY,
                 holder_lease: None,
@@ -262,23 +287,29 @@ async fn fair_place(
 /// Tells the fair waiter `owner` its turn when the node at `path` changes (it is deleted:
 /// the node before it left), or at once if it is gone already (or the watch failed: it
 /// looks again, and a new watch is set).
-fn watch_turn(inner: &Arc<Inner>, client: zk::Client, path: String, key: LockKey, owner: OwnerId) {
+fn watch_turn(
+    inner: &Arc<Inner>,
+    client: zk::Client,
+    (path, next): (String, bool),
+    key: LockKey,
+    owner: OwnerId,
+) {
     let weak = Arc::downgrade(inner);
     tokio::spawn(async move {
         let watched = client.check_and_watch_stat(&path).await;
-        let fired = match watched {
-            Ok((Some(_), watcher)) => {
-                watcher.changed().await;
-                true
-            }
-            _ => false,
+        let event = match watched {
+            Ok((Some(_), watcher)) => Some(watcher.changed().await),
+            _ => None,
         };
         let Some(inner) = weak.upgrade() else {
             return;
         };
-        if fired {
+        if event.is_some() {
             inner.watches_fired.fetch_add(1, Ordering::Relaxed);
         }
+        // The node before it held the lock and went: it is first (no node can come before
+        // it), as the server's notice says.
+        let first = next && event.is_some_and(|e| e.event_type == zk::EventType::NodeDeleted);
         if let Some(mut entry) = inner.holds.get(&key, &owner, Side::Mutex) {
             if entry
                 .watching
@@ -286,6 +317,7 @@ fn watch_turn(inner: &Arc<Inner>, client: zk::Client, path: String, key: LockKey
                 .is_some_and(|(watched, _)| *watched == path)
             {
                 entry.watching = None;
+                entry.first_by_notice = first;
                 inner.holds.put(&key, &owner, Side::Mutex, entry);
             }
         }

@@ -28,6 +28,8 @@ pub(super) struct Entry {
     /// The node a fair waiter's watch is set on (while it is, nothing ahead of the waiter
     /// changed), and whether that node held the lock.
     pub(super) watching: Option<(String, bool)>,
+    /// A fair waiter's watched node held the lock and was deleted: it is first now.
+    pub(super) first_by_notice: bool,
 }
 
 type Slot = (LockKey, OwnerId, Side);
