@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cancellation;
 mod curator;
 mod processes;
 mod sessions;
