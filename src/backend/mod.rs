@@ -1,6 +1,6 @@
 //! The storage behind a [`LockManager`](crate::LockManager): the [`Backend`] contract, and
-//! its implementations, [`MemoryBackend`], [`RedisBackend`] and [`RedLockBackend`], each in
-//! a folder of its own, which all pass the conformance suite (`tower_lock::conformance`,
+//! its implementations, [`MemoryBackend`], [`RedisBackend`], [`RedLockBackend`], and with
+//! their features `PostgresBackend` and `ZooKeeperBackend`, each in a folder of its own, which all pass the conformance suite (`tower_lock::conformance`,
 //! feature `conformance`).
 //!
 //! A backend stores the lock state and reports unlocks made by other processes; the
