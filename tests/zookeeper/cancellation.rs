@@ -29,9 +29,14 @@ async fn manager() -> LockManager {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquisitions_dropped_at_any_point_leave_no_node_behind() {
-    let client = zk::Client::connect(&zookeeper::shared_hosts()).await.unwrap();
+    let client = zk::Client::connect(&zookeeper::shared_hosts())
+        .await
+        .unwrap();
     let (locks, other) = (manager().await, manager().await);
-    let (busy, free) = (support::unique("zk-drop-busy"), support::unique("zk-drop-free"));
+    let (busy, free) = (
+        support::unique("zk-drop-busy"),
+        support::unique("zk-drop-free"),
+    );
     let holder = other.lock(&busy).acquire().await.unwrap();
     // Dropped after 0, 100, 200, … µs: before its node is made, while it is made, while
     // it waits behind the holder; a try on a free name before or after it took the lock.
@@ -39,7 +44,10 @@ async fn acquisitions_dropped_at_any_point_leave_no_node_behind() {
         let after = Duration::from_micros(step * 100);
         let waiting = locks.lock(&busy).wait(Duration::from_secs(60)).acquire();
         assert!(tokio::time::timeout(after, waiting).await.is_err());
-        let fair = locks.fair_lock(&busy).wait(Duration::from_secs(60)).acquire();
+        let fair = locks
+            .fair_lock(&busy)
+            .wait(Duration::from_secs(60))
+            .acquire();
         assert!(tokio::time::timeout(after, fair).await.is_err());
         let trying = locks.lock(&free).try_acquire();
         if let Ok(Ok(guard)) = tokio::time::timeout(after, trying).await {

@@ -8,5 +8,6 @@ mod support;
 
 mod cancellation;
 mod curator;
+mod names;
 mod processes;
 mod sessions;
