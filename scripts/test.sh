@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole test suite against real redis-server, PostgreSQL and ZooKeeper processes
-# (started by the tests on free loopback ports) and, for the interop suites, the real
-# Redisson and Curator (Java). Installs what is absent from Debian's packages: redis-server,
-# PostgreSQL, ZooKeeper, a headless JDK and Maven.
+# Runs the whole test suite against real redis-server, PostgreSQL, ZooKeeper and MariaDB
+# processes (started by the tests on free loopback ports) and, for the interop suites, the
+# real Redisson and Curator (Java). Installs what is absent from Debian's packages:
+# redis-server, PostgreSQL, ZooKeeper, MariaDB, a headless JDK and Maven.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
   || missing+=(postgresql)
 # ZooKeeper for its backend's tests (the server's jars; the tests start it with java).
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+# MariaDB for the MySQL backend's tests (the tests start their own mariadbd).
+{ command -v mariadbd || [ -x /usr/sbin/mariadbd ]; } >/dev/null 2>&1 || missing+=(mariadb-server)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "not found: installing ${missing[*]} from Debian's packages"
   sudo=""
@@ -43,7 +45,7 @@ python3 scripts/import-cycles.py src
 python3 scripts/rust-version.py --check
 cargo clippy --all-targets --all-features --quiet -- -D warnings
 # Each feature on its own builds cleanly (the engine and the in-memory backend need neither).
-for features in "" "redis" "axum" "metrics" "conformance" "postgres" "zookeeper" "coalesce"; do
+for features in "" "redis" "axum" "metrics" "conformance" "postgres" "zookeeper" "mysql" "coalesce"; do
   cargo clippy --lib --quiet --no-default-features --features "$features" -- -D warnings
 done
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet

@@ -112,7 +112,7 @@ async fn worker(args: &[String]) {
 /// semaphore of N permits), `poll100`, `poll10`, `memory`; on PostgreSQL (`url` is then a
 /// `postgres://` URL): `pg` (tower-lock), `pgblock` (a connection per worker waiting in
 /// `pg_advisory_lock`), `pgpoll<N>` (a connection per worker polling every N ms); on
-/// ZooKeeper (`url` is then its hosts): `zk`.
+/// ZooKeeper (`url` is then its hosts): `zk`; on MySQL (a `mysql://` URL): `mysql`.
 pub async fn contender(kind: &str, url: &str) -> Contender {
     if let Some(rest) = kind.strip_prefix("pg") {
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -133,6 +133,12 @@ pub async fn contender(kind: &str, url: &str) -> Contender {
                 )),
             },
         };
+    }
+    if kind == "mysql" {
+        let backend = tower_lock::backend::MySqlBackend::connect(url)
+            .await
+            .expect("connect to MySQL");
+        return Contender::TowerLock(tower_lock::LockManager::builder().backend(backend));
     }
     if kind == "zk" {
         let backend = tower_lock::backend::ZooKeeperBackend::connect(url)

@@ -1,6 +1,6 @@
 //! The storage behind a [`LockManager`](crate::LockManager): the [`Backend`] contract, and
 //! its implementations, [`MemoryBackend`], [`RedisBackend`], [`RedLockBackend`], and with
-//! their features `PostgresBackend` and `ZooKeeperBackend`, each in a folder of its own, which all pass the conformance suite (`tower_lock::conformance`,
+//! their features `PostgresBackend`, `ZooKeeperBackend` and `MySqlBackend`, each in a folder of its own, which all pass the conformance suite (`tower_lock::conformance`,
 //! feature `conformance`).
 //!
 //! A backend stores the lock state and reports unlocks made by other processes; the
@@ -23,6 +23,8 @@ mod capabilities;
 pub(crate) mod glob;
 pub(crate) mod info;
 mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
 mod notices;
 mod permits;
 #[cfg(feature = "postgres")]
@@ -44,6 +46,11 @@ pub use info::{
     LISTED_MAX,
 };
 pub use memory::MemoryBackend;
+#[cfg(feature = "mysql")]
+pub use mysql::{
+    mysql_lock_name, MySqlBackend, MySqlBackendBuilder,
+    DEFAULT_MAX_SESSIONS as MYSQL_DEFAULT_MAX_SESSIONS, MYSQL_MAX_LOCK_NAME,
+};
 pub use notices::Notices;
 pub(crate) use permits::permit_ids_hex;
 pub use permits::PermitUsage;

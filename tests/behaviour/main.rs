@@ -1,6 +1,6 @@
 //! The conformance suite (`tower_lock::conformance`) on every backend of this crate: the
 //! in-memory backend, one Redis, the local Redis Cluster, a master found through Sentinel,
-//! RedLock over three servers, PostgreSQL and ZooKeeper (by subject:
+//! RedLock over three servers, PostgreSQL, ZooKeeper and MariaDB (by subject:
 //! `redis::exclusion::mutual_exclusion`, …).
 //! Checks that need what a backend does not have pass saying so. Beside them, what only
 //! Redis shows: Redisson's layouts, subscriptions given up, batching, listings.
@@ -37,4 +37,8 @@ mod postgres {
 
 mod zookeeper {
     tower_lock::conformance_suite!(crate::support::subjects::zookeeper());
+}
+
+mod mysql {
+    tower_lock::conformance_suite!(crate::support::subjects::mysql());
 }

@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod curator;
 pub mod http;
+pub mod mariadb;
 pub mod order;
 pub mod postgres;
 pub mod proxy;

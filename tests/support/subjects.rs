@@ -1,11 +1,12 @@
 //! The backends of this crate as subjects of the conformance suite
 //! (`tower_lock::conformance`): one Redis, the local Cluster, a Sentinel's master, RedLock
-//! over three servers, one PostgreSQL and one ZooKeeper, each shared by the tests of a binary.
+//! over three servers, one PostgreSQL, one ZooKeeper and one MariaDB, each shared by the tests of a binary.
 
 use std::sync::{Arc, OnceLock};
 
 use tower_lock::backend::{
-    Backend, BoxFuture, PostgresBackend, RedLockBackend, RedisBackend, ZooKeeperBackend,
+    Backend, BoxFuture, MySqlBackend, PostgresBackend, RedLockBackend, RedisBackend,
+    ZooKeeperBackend,
 };
 use tower_lock::conformance::Subject;
 use tower_lock::manager::LockManagerBuilder;
@@ -162,4 +163,34 @@ impl Subject for ZooKeeperAt {
 /// The shared ZooKeeper (or `ZOOKEEPER_HOSTS`).
 pub fn zookeeper() -> ZooKeeperAt {
     ZooKeeperAt(super::zookeeper::shared_hosts())
+}
+
+/// A MySQL or MariaDB reached by URL: each manager and backend with sessions of its own.
+pub struct MySqlAt(pub String);
+
+impl MySqlAt {
+    fn backend_now(&self) -> MySqlBackend {
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(4)
+            .connect_lazy(&self.0)
+            .unwrap_or_else(|e| panic!("a pool for the test MariaDB at {}: {e}", self.0));
+        MySqlBackend::new(&pool)
+    }
+}
+
+impl Subject for MySqlAt {
+    fn manager(&self, builder: LockManagerBuilder) -> BoxFuture<LockManager> {
+        let backend = self.backend_now();
+        Box::pin(async move { builder.backend(backend) })
+    }
+
+    fn backend(&self) -> BoxFuture<Arc<dyn Backend>> {
+        let backend = self.backend_now();
+        Box::pin(async move { Arc::new(backend) as Arc<dyn Backend> })
+    }
+}
+
+/// The shared MariaDB (or `MYSQL_URL`).
+pub fn mysql() -> MySqlAt {
+    MySqlAt(super::mariadb::shared_url())
 }

@@ -12,7 +12,7 @@ use tower_lock::{LockError, LockManager};
 use crate::support::{self, zookeeper};
 
 fn checker(args: &[&str]) -> Command {
-    let mut command = Command::new(support::example("zookeeper_checker"));
+    let mut command = Command::new(support::example("witness_checker"));
     command
         .args(args)
         .stdout(Stdio::piped())
@@ -31,13 +31,13 @@ fn field(stdout: &str, name: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_exclude_each_other() {
-    let hosts = zookeeper::shared_hosts();
+    let backend = format!("zookeeper://{}/tower-lock", zookeeper::shared_hosts());
     let name = support::unique("zk-processes");
     let file = std::env::temp_dir().join(format!("tower-lock-witness-{name}"));
     let file_arg = file.display().to_string();
     let checkers: Vec<_> = (0..3)
         .map(|_| {
-            checker(&[&hosts, "check", "/tower-lock", &name, "4", "40", &file_arg])
+            checker(&[&backend, "check", &name, "4", "40", &file_arg])
                 .spawn()
                 .unwrap()
         })
@@ -64,9 +64,8 @@ async fn processes_exclude_each_other() {
 async fn a_sigkilled_holder_passes_the_lock_on_when_its_session_expires() {
     let hosts = zookeeper::shared_hosts();
     let name = support::unique("zk-killed");
-    let mut holder = checker(&[&hosts, "hold", "/tower-lock", &name])
-        .spawn()
-        .unwrap();
+    let backend = format!("zookeeper://{hosts}/tower-lock");
+    let mut holder = checker(&[&backend, "hold", &name]).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(holder.stdout.take().unwrap())
         .read_line(&mut line)

@@ -1,11 +1,13 @@
-//! The scenarios S1–S11 and the baselines, one file each; they share this module's imports
+//! The scenarios S1–S12 and the baselines, one file each; they share this module's imports
 //! and helpers (`use super::*`).
 
 mod cluster;
+mod other_backends;
 mod pinned;
 mod s1;
 mod s10_coalesce;
 mod s11_zookeeper;
+mod s12_mysql;
 mod s1_kinds;
 mod s2;
 mod s2b_fair;
@@ -42,6 +44,7 @@ use cluster::cluster;
 use s1::s1;
 use s10_coalesce::s10;
 use s11_zookeeper::s11;
+use s12_mysql::s12;
 use s1_kinds::s1_kinds;
 use s2::{s2, s2b};
 use s2b_fair::s2b_fair;
@@ -113,6 +116,9 @@ pub async fn run_all(scale: Scale) {
     }
     if wanted("s11") || wanted("zookeeper") {
         s11(scale, &mut report).await;
+    }
+    if wanted("s12") || wanted("mysql") {
+        s12(scale, &mut report).await;
     }
     if wanted("cluster") {
         cluster(scale, &mut report).await;

@@ -6,11 +6,10 @@ use sqlx::postgres::PgPool;
 use sqlx::Connection;
 use tower_lock::backend::PostgresBackend;
 
+use super::other_backends::{across_processes, WORKERS};
 use super::s2::{burst, fresh_name};
 use super::s4::{http_clients, parallel_rounds, serve};
 use super::*;
-
-const WORKERS: usize = 32;
 
 pub(super) async fn s9(scale: Scale, redis: &Client, report: &mut Report) {
     eprintln!("S9 PostgreSQL…");
@@ -195,19 +194,6 @@ async fn two_processes(url: &str, floor: Duration, scale: Scale, report: &mut Re
             );
         }
     }
-}
-
-/// The p50 time from a release being sent to the next holder, for holders of the other
-/// process than the releaser's (workers below half are this process's).
-fn across_processes(spans: &[Span]) -> Duration {
-    let mut sorted: Vec<Span> = spans.to_vec();
-    sorted.sort_by_key(|span| span.acquired);
-    let mut gaps: Vec<Duration> = sorted
-        .windows(2)
-        .filter(|pair| (pair[0].worker < WORKERS / 2) != (pair[1].worker < WORKERS / 2))
-        .map(|pair| Duration::from_nanos(pair[1].acquired.saturating_sub(pair[0].releasing) as u64))
-        .collect();
-    percentile(&mut gaps, 50.0)
 }
 
 /// The HTTP layer on PostgreSQL against the same route without a lock (64 connections,

@@ -1,15 +1,15 @@
-//! Exclusion checker on ZooKeeper: tasks of this process take one lock over and over, and
-//! every holder — of this process, another, or a Java process on Curator writing the same
-//! file — appends `+` on entry and `-` on exit to a witness file. Two holders at once leave
-//! `++` in it.
+//! Exclusion checker on ZooKeeper or MySQL / MariaDB: tasks of this process take one lock
+//! over and over, and every holder — of this process, another, or a Java process on Curator
+//! writing the same file — appends `+` on entry and `-` on exit to a witness file. Two
+//! holders at once leave `++` in it.
 //!
 //! ```text
-//! cargo run --features zookeeper --example zookeeper_checker -- <hosts> check <root> <name> <tasks> <rounds> <witness file>
-//! cargo run --features zookeeper --example zookeeper_checker -- <hosts> hold <root> <name>   # hold until killed
+//! cargo run --features zookeeper --example witness_checker -- zookeeper://<hosts>/<root> check <name> <tasks> <rounds> <witness file>
+//! cargo run --features mysql --example witness_checker -- mysql://<user>:<password>@<host>/<database> hold <name>   # hold until killed
 //! ```
 //! `check` prints `acquisitions=… errors=…` and exits 1 on any error; each hold lasts
 //! 0–2 ms and every wait up to 60 s. `hold` prints `held` once it holds the lock, then
-//! sleeps (for a test to kill it).
+//! sleeps (for a test to kill it). ZooKeeper sessions here time out after 4 s.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -17,28 +17,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_lock::backend::ZooKeeperBackend;
 use tower_lock::LockManager;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [hosts, command, root, name, rest @ ..] = args.as_slice() else {
+    let [backend, command, name, rest @ ..] = args.as_slice() else {
         return usage();
     };
-    let backend = match ZooKeeperBackend::builder(hosts.as_str())
-        .root(root.as_str())
-        .session_timeout(Duration::from_secs(4))
-        .connect()
-        .await
-    {
-        Ok(backend) => backend,
+    let locks = match manager(backend).await {
+        Ok(locks) => locks,
         Err(error) => {
-            eprintln!("cannot connect to ZooKeeper at {hosts}: {error}");
+            eprintln!("cannot use {backend}: {error}");
             return ExitCode::FAILURE;
         }
     };
-    let locks = LockManager::builder().backend(backend);
     match (command.as_str(), rest) {
         ("hold", []) => {
             let _guard = locks
@@ -63,10 +56,56 @@ async fn main() -> ExitCode {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: zookeeper_checker <hosts> check <root> <name> <tasks> <rounds> <witness file>\n       \
-         zookeeper_checker <hosts> hold <root> <name>"
+        "usage: witness_checker <backend> check <name> <tasks> <rounds> <witness file>\n       \
+         witness_checker <backend> hold <name>\n\
+         <backend>: zookeeper://<hosts>/<root> or mysql://<user>:<password>@<host>/<database>"
     );
     ExitCode::FAILURE
+}
+
+/// A manager on the backend `spec` names.
+async fn manager(spec: &str) -> Result<LockManager, String> {
+    if let Some(rest) = spec.strip_prefix("zookeeper://") {
+        return zookeeper(rest).await;
+    }
+    if spec.starts_with("mysql://") {
+        return mysql(spec).await;
+    }
+    Err("not a zookeeper:// or mysql:// address".into())
+}
+
+#[cfg(feature = "zookeeper")]
+async fn zookeeper(hosts_and_root: &str) -> Result<LockManager, String> {
+    let (hosts, root) = hosts_and_root
+        .split_once('/')
+        .map_or((hosts_and_root, "/tower-lock".to_owned()), |(h, r)| {
+            (h, format!("/{r}"))
+        });
+    let backend = tower_lock::backend::ZooKeeperBackend::builder(hosts)
+        .root(root)
+        .session_timeout(Duration::from_secs(4))
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(LockManager::builder().backend(backend))
+}
+
+#[cfg(not(feature = "zookeeper"))]
+async fn zookeeper(_: &str) -> Result<LockManager, String> {
+    Err("built without ZooKeeper: run it with `--features zookeeper`".into())
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql(url: &str) -> Result<LockManager, String> {
+    let backend = tower_lock::backend::MySqlBackend::connect(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(LockManager::builder().backend(backend))
+}
+
+#[cfg(not(feature = "mysql"))]
+async fn mysql(_: &str) -> Result<LockManager, String> {
+    Err("built without MySQL: run it with `--features mysql`".into())
 }
 
 async fn check(

@@ -1,0 +1,222 @@
+//! One session: a connection of the backend's own, on which this process holds named locks.
+//! Statements run on it one at a time in the order they came, each in a task of its own so
+//! that it finishes (and its effect is counted) even if its caller goes away. A statement
+//! that finds the connection broken or killed ends the session: its locks went with it on
+//! the server, and their holders are told.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::ConnectOptions;
+use tokio::time::Instant;
+
+use super::sessions::Shared;
+use super::sql;
+use crate::key::{LockKey, OwnerId};
+
+/// A statement's future, borrowing the session's connection.
+pub(super) type ConnFuture<'c, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
+
+/// A lock this session holds for one owner.
+#[derive(Debug, Clone)]
+pub(super) struct Hold {
+    pub(super) key: LockKey,
+    pub(super) owner: OwnerId,
+    /// The owner's holds (the server counts as many: `GET_LOCK` is reentrant per session).
+    pub(super) count: u32,
+    /// When the lease ends unless renewed: the lock is released then.
+    pub(super) until: Instant,
+    /// A fenced lock's token.
+    pub(super) token: Option<u64>,
+}
+
+/// Why a statement did not run, or failed.
+#[derive(Debug)]
+pub(super) enum SessionError {
+    /// The session ended (before or during the statement).
+    Ended,
+    Sql(sqlx::Error),
+}
+
+impl SessionError {
+    pub(super) fn into_backend(self, what: &str) -> crate::error::BackendError {
+        match self {
+            SessionError::Ended => crate::error::BackendError::new(format!(
+                "MySQL: could not {what}: the session ended (its connection broke or was killed)"
+            )),
+            SessionError::Sql(error) => sql::failed(what, error),
+        }
+    }
+}
+
+pub(super) struct Session {
+    /// The server's id of the connection (`CONNECTION_ID()`: what `KILL` names).
+    pub(super) id: u64,
+    /// The server is MariaDB (its `GET_LOCK` takes fractions of a second).
+    pub(super) mariadb: bool,
+    conn: Arc<tokio::sync::Mutex<Option<MySqlConnection>>>,
+    /// Its locks, by server lock name.
+    holds: Mutex<HashMap<String, Hold>>,
+    alive: AtomicBool,
+    /// A waiting `GET_LOCK` is on its way (nothing else runs on it meanwhile).
+    pub(super) waiting: AtomicBool,
+    /// The name and owner it waits for (for inspection).
+    pub(super) waiting_on: Mutex<Option<(String, OwnerId)>>,
+    in_flight: AtomicUsize,
+    statements: Arc<AtomicU64>,
+    shared: Weak<Shared>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish()
+    }
+}
+
+impl Session {
+    pub(super) async fn open(
+        options: &MySqlConnectOptions,
+        statements: Arc<AtomicU64>,
+        shared: Weak<Shared>,
+    ) -> Result<Arc<Session>, sqlx::Error> {
+        let mut conn = options.connect().await?;
+        let (id, version): (u64, String) = sqlx::query_as(sql::CONNECTION_ID)
+            .fetch_one(&mut conn)
+            .await?;
+        statements.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(Session {
+            id,
+            mariadb: version.contains("MariaDB"),
+            conn: Arc::new(tokio::sync::Mutex::new(Some(conn))),
+            holds: Mutex::default(),
+            alive: AtomicBool::new(true),
+            waiting: AtomicBool::new(false),
+            waiting_on: Mutex::new(None),
+            in_flight: AtomicUsize::new(0),
+            statements,
+            shared,
+        }))
+    }
+
+    pub(super) fn holds(&self) -> MutexGuard<'_, HashMap<String, Hold>> {
+        self.holds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Runs `statement` on the connection after those that came before it. It runs to its
+    /// end even if the caller goes away; an error that ends the connection ends the
+    /// session (its holders are told).
+    pub(super) async fn run<T, F>(self: &Arc<Self>, statement: F) -> Result<T, SessionError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut MySqlConnection) -> ConnFuture<'c, T> + Send + 'static,
+    {
+        if !self.is_alive() {
+            return Err(SessionError::Ended);
+        }
+        let session = self.clone();
+        session.in_flight.fetch_add(1, Ordering::SeqCst);
+        FinishOnDrop(Some(Box::pin(async move {
+            let mut guard = session.conn.lock().await;
+            let result = match guard.as_mut() {
+                Some(conn) if session.is_alive() => {
+                    session.statements.fetch_add(1, Ordering::Relaxed);
+                    let result = statement(conn).await;
+                    if matches!(&result, Err(error) if sql::ends_session(error)) {
+                        guard.take();
+                        session.end();
+                    }
+                    result.map_err(SessionError::Sql)
+                }
+                _ => Err(SessionError::Ended),
+            };
+            drop(guard);
+            session.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if let Some(shared) = session.shared.upgrade() {
+                shared.freed.notify_waiters();
+            }
+            result
+        })))
+        .await
+    }
+
+    /// Counts a statement on its way before it is sent, so that no waiting acquisition
+    /// takes the session meanwhile (a waiting `GET_LOCK` would hold the statement back for
+    /// its whole wait). Chosen under the set's lock, with the same count that a wait looks
+    /// at.
+    pub(super) fn reserve(self: &Arc<Self>) -> Reservation {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        Reservation(self.clone())
+    }
+
+    /// The session is over (its connection broke, was killed, or is given up): its holds
+    /// went with it; their holders are told.
+    pub(super) fn end(&self) {
+        if !self.alive.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let lost: Vec<Hold> = self.holds().drain().map(|(_, hold)| hold).collect();
+        if let Some(shared) = self.shared.upgrade() {
+            shared.ended(self, lost);
+        }
+    }
+}
+
+/// A statement counted on a session before it is sent (see [`Session::reserve`]).
+pub(super) struct Reservation(Arc<Session>);
+
+impl Reservation {
+    pub(super) fn session(&self) -> &Arc<Session> {
+        &self.0
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if let Some(shared) = self.0.shared.upgrade() {
+            shared.freed.notify_waiters();
+        }
+    }
+}
+
+/// A statement's future that is finished in the background if its caller drops it: a
+/// statement cut off midway would leave the connection unusable and its effect uncounted.
+struct FinishOnDrop<O: Send + 'static>(
+    Option<std::pin::Pin<Box<dyn std::future::Future<Output = O> + Send + 'static>>>,
+);
+
+impl<O: Send + 'static> std::future::Future for FinishOnDrop<O> {
+    type Output = O;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<O> {
+        let future = self.0.as_mut().expect("polled after completion");
+        let output = future.as_mut().poll(cx);
+        if output.is_ready() {
+            self.0 = None;
+        }
+        output
+    }
+}
+
+impl<O: Send + 'static> Drop for FinishOnDrop<O> {
+    fn drop(&mut self) {
+        if let (Some(future), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(future);
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The MySQL / MariaDB backend beyond the conformance suite (which `tests/behaviour` runs
+//! on it): real processes with a witness, a SIGKILLed holder, a `KILL`ed session, a server
+//! restarted under waiters, names mapped as DistributedLock maps them. The server is a
+//! real MariaDB started by the test support.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod names;
+mod processes;
+mod sessions;
