@@ -12,13 +12,20 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::ConnectOptions;
 use tokio::time::Instant;
 
-use super::sessions::Shared;
 use super::sql;
 use crate::key::{LockKey, OwnerId};
 
 /// A statement's future, borrowing the session's connection.
 pub(super) type ConnFuture<'c, T> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
+
+/// What a session tells the set it belongs to.
+pub(super) trait SessionEvents: Send + Sync {
+    /// It may have become free for other work (a statement ended).
+    fn freed(&self);
+    /// It ended; these holds went with it.
+    fn ended(&self, session: &Session, lost: Vec<Hold>);
+}
 
 /// A lock this session holds for one owner.
 #[derive(Debug, Clone)]
@@ -67,7 +74,7 @@ pub(super) struct Session {
     pub(super) waiting_on: Mutex<Option<(String, OwnerId)>>,
     in_flight: AtomicUsize,
     statements: Arc<AtomicU64>,
-    shared: Weak<Shared>,
+    events: Weak<dyn SessionEvents>,
 }
 
 impl std::fmt::Debug for Session {
@@ -80,7 +87,7 @@ impl Session {
     pub(super) async fn open(
         options: &MySqlConnectOptions,
         statements: Arc<AtomicU64>,
-        shared: Weak<Shared>,
+        events: Weak<dyn SessionEvents>,
     ) -> Result<Arc<Session>, sqlx::Error> {
         let mut conn = options.connect().await?;
         let (id, version): (u64, String) = sqlx::query_as(sql::CONNECTION_ID)
@@ -97,7 +104,7 @@ impl Session {
             waiting_on: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
             statements,
-            shared,
+            events,
         }))
     }
 
@@ -142,8 +149,8 @@ impl Session {
             };
             drop(guard);
             session.in_flight.fetch_sub(1, Ordering::SeqCst);
-            if let Some(shared) = session.shared.upgrade() {
-                shared.freed.notify_waiters();
+            if let Some(events) = session.events.upgrade() {
+                events.freed();
             }
             result
         })))
@@ -166,8 +173,8 @@ impl Session {
             return;
         }
         let lost: Vec<Hold> = self.holds().drain().map(|(_, hold)| hold).collect();
-        if let Some(shared) = self.shared.upgrade() {
-            shared.ended(self, lost);
+        if let Some(events) = self.events.upgrade() {
+            events.ended(self, lost);
         }
     }
 }
@@ -184,8 +191,8 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-        if let Some(shared) = self.0.shared.upgrade() {
-            shared.freed.notify_waiters();
+        if let Some(events) = self.0.events.upgrade() {
+            events.freed();
         }
     }
 }

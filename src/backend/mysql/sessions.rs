@@ -13,7 +13,7 @@ use sqlx::ConnectOptions;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::session::{Hold, Reservation, Session};
+use super::session::{Hold, Reservation, Session, SessionEvents};
 use super::sql;
 use crate::backend::Notices;
 use crate::error::BackendError;
@@ -34,9 +34,15 @@ impl Shared {
     fn list(&self) -> MutexGuard<'_, Vec<Arc<Session>>> {
         self.list.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+impl SessionEvents for Shared {
+    fn freed(&self) {
+        self.freed.notify_waiters();
+    }
 
     /// `session` ended: it leaves the set, and the holders of `lost` are told.
-    pub(super) fn ended(&self, session: &Session, lost: Vec<Hold>) {
+    fn ended(&self, session: &Session, lost: Vec<Hold>) {
         self.list().retain(|s| s.id != session.id);
         if let Some(notices) = self.notices.get() {
             for hold in lost {
@@ -184,10 +190,11 @@ impl Sessions {
             }
             *opening += 1;
         }
+        let events: Arc<dyn SessionEvents> = self.shared.clone();
         let opened = Session::open(
             &self.options,
             self.statements.clone(),
-            Arc::downgrade(&self.shared),
+            Arc::downgrade(&events),
         )
         .await;
         *self.opening.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
