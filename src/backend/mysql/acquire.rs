@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::expiry::expire_later;
-use super::session::{Hold, Session, SessionError};
+use super::session::{Hold, Reservation, Session, SessionError};
 use super::sql;
 use super::Inner;
 use crate::backend::{AcquireArgs, Attempt};
@@ -43,9 +43,11 @@ pub(super) async fn acquire(inner: Arc<Inner>, args: AcquireArgs) -> Result<Atte
     let waits = args.waits && !args.wait_left.is_zero();
     if !waits {
         let reserved = inner.sessions.for_try(&name).await?;
+        let session = reserved.session().clone();
         return take(
             &inner,
-            reserved.session(),
+            &session,
+            Some(reserved),
             &name,
             &args,
             fenced,
@@ -87,7 +89,7 @@ async fn wait(
         return Ok(Attempt::Busy(None));
     }
     *lock(&session.waiting_on) = Some((name.to_owned(), args.owner.clone()));
-    let taking = take(inner, &session, name, args, fenced, left);
+    let taking = take(inner, &session, None, name, args, fenced, left);
     tokio::pin!(taking);
     let result = tokio::select! {
         result = &mut taking => result,
@@ -109,11 +111,14 @@ fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `GET_LOCK` on `session`, waiting up to `wait` (zero: a try); granted, the hold is kept
-/// (and a fenced lock's next token counted).
+/// `GET_LOCK` on `session`, waiting up to `wait` (zero: a try, `reserved` for it on the
+/// session until its statement ends); granted, the hold is kept (and a fenced lock's next
+/// token counted).
+#[allow(clippy::too_many_arguments)]
 async fn take(
     inner: &Arc<Inner>,
     session: &Arc<Session>,
+    reserved: Option<Reservation>,
     name: &str,
     args: &AcquireArgs,
     fenced: bool,
@@ -135,6 +140,9 @@ async fn take(
     let taken = session
         .run(move |conn| {
             Box::pin(async move {
+                // Until this statement ends (the hold recorded or not), no other try of the
+                // name comes to this session.
+                let _reserved = reserved;
                 let got: Option<i64> = sqlx::query_scalar(sql::GET_LOCK)
                     .bind(&server_name)
                     .bind(timeout)

@@ -72,6 +72,9 @@ pub(super) struct Session {
     pub(super) waiting: AtomicBool,
     /// The name and owner it waits for (for inspection).
     pub(super) waiting_on: Mutex<Option<(String, OwnerId)>>,
+    /// Names a try on its way will take on it: no other try of those names comes here
+    /// (the server would grant a name twice to one session: two owners).
+    trying: Mutex<std::collections::HashSet<String>>,
     in_flight: AtomicUsize,
     statements: Arc<AtomicU64>,
     events: Weak<dyn SessionEvents>,
@@ -102,6 +105,7 @@ impl Session {
             alive: AtomicBool::new(true),
             waiting: AtomicBool::new(false),
             waiting_on: Mutex::new(None),
+            trying: Mutex::default(),
             in_flight: AtomicUsize::new(0),
             statements,
             events,
@@ -157,13 +161,19 @@ impl Session {
         .await
     }
 
-    /// Counts a statement on its way before it is sent, so that no waiting acquisition
-    /// takes the session meanwhile (a waiting `GET_LOCK` would hold the statement back for
-    /// its whole wait). Chosen under the set's lock, with the same count that a wait looks
-    /// at.
-    pub(super) fn reserve(self: &Arc<Self>) -> Reservation {
+    /// Counts a try of `name` on its way before it is sent, so that no waiting acquisition
+    /// takes the session meanwhile (a waiting `GET_LOCK` would hold the try back for its
+    /// whole wait), and no other try of the name comes to this session. Made under the
+    /// set's lock, where both are looked at.
+    pub(super) fn reserve(self: &Arc<Self>, name: &str) -> Reservation {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        Reservation(self.clone())
+        lock(&self.trying).insert(name.to_owned());
+        Reservation(self.clone(), name.to_owned())
+    }
+
+    /// Whether a try of `name` is on its way here.
+    pub(super) fn is_trying(&self, name: &str) -> bool {
+        lock(&self.trying).contains(name)
     }
 
     /// The session is over (its connection broke, was killed, or is given up): its holds
@@ -179,8 +189,10 @@ impl Session {
     }
 }
 
-/// A statement counted on a session before it is sent (see [`Session::reserve`]).
-pub(super) struct Reservation(Arc<Session>);
+/// A try counted on a session before it is sent (see [`Session::reserve`]); it ends when
+/// the try's statement has ended (moved into it), so that the name is held or free on the
+/// session before another try may come.
+pub(super) struct Reservation(Arc<Session>, String);
 
 impl Reservation {
     pub(super) fn session(&self) -> &Arc<Session> {
@@ -190,11 +202,16 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
+        lock(&self.0.trying).remove(&self.1);
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
         if let Some(events) = self.0.events.upgrade() {
             events.freed();
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A statement's future that is finished in the background if its caller drops it: a

@@ -115,20 +115,20 @@ impl Sessions {
                 let best = list
                     .iter()
                     .filter(|s| s.is_alive() && !s.waiting.load(Ordering::Acquire))
-                    .filter(|s| !s.holds().contains_key(name))
+                    .filter(|s| !s.holds().contains_key(name) && !s.is_trying(name))
                     .min_by_key(|s| (s.in_flight(), usize::MAX - s.holds().len()));
                 let idle = best.is_some_and(|s| s.in_flight() == 0);
                 // Reserved under the list's lock: a wait looking now sees it busy.
                 match best {
                     Some(session) if idle || !self.may_open_with(list.len()) => {
-                        return Ok(session.reserve());
+                        return Ok(session.reserve(name));
                     }
                     best => (best.is_some(), idle),
                 }
             };
             debug_assert!(!idle);
             match self.open().await? {
-                Some(session) => return Ok(session.reserve()),
+                Some(session) => return Ok(session.reserve(name)),
                 None if best => continue,
                 // Every session is opening, waiting or holds the name: the first to free up.
                 None => freed.await,
