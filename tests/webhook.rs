@@ -188,7 +188,7 @@ async fn github_and_stripe_keys(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis, Postgres]
+    [Memory, Redis, Postgres, MySql]
     concurrent_duplicates_are_processed_once,
     duplicates_in_progress_get_409_when_rejecting,
     ids_built_to_collide_are_kept_apart,

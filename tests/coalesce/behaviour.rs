@@ -109,7 +109,7 @@ async fn private_responses_are_not_shared(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis, Postgres]
+    [Memory, Redis, Postgres, MySql]
     identical_requests_run_once,
     different_keys_run_apart,
     try_again_is_not_shared_and_the_next_leads,

@@ -252,7 +252,7 @@ async fn long_handler_keeps_the_lock(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis, Postgres]
+    [Memory, Redis, Postgres, MySql]
     one_key_at_a_time_other_keys_in_parallel,
     disconnect_frees_the_lock,
     busy_answers_409_with_retry_after,

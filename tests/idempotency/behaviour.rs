@@ -349,7 +349,7 @@ async fn scopes_keep_clients_apart(backend: BackendUnderTest) {
 }
 
 backend_suite!(
-    [Memory, Redis, Cluster, Postgres]
+    [Memory, Redis, Cluster, Postgres, MySql]
     the_first_runs_and_repetitions_are_replayed,
     a_key_reused_for_another_request_is_422,
     a_key_reused_while_the_first_runs_is_422_at_once,

@@ -17,13 +17,15 @@ pub enum BackendUnderTest {
     Cluster,
     /// The shared PostgreSQL (or `DATABASE_URL`).
     Postgres,
+    /// The shared MariaDB (or `MYSQL_URL`).
+    MySql,
 }
 
 impl BackendUnderTest {
-    /// The Redis URL of this backend; `None` for memory and PostgreSQL.
+    /// The Redis URL of this backend; `None` for memory, PostgreSQL and MySQL.
     pub fn url(self) -> Option<String> {
         match self {
-            BackendUnderTest::Memory | BackendUnderTest::Postgres => None,
+            BackendUnderTest::Memory | BackendUnderTest::Postgres | BackendUnderTest::MySql => None,
             BackendUnderTest::Redis => Some(super::shared_redis_url()),
             BackendUnderTest::Cluster => Some(super::cluster::shared_cluster_url()),
         }
@@ -31,9 +33,11 @@ impl BackendUnderTest {
 
     /// This backend on its own (to drive `Backend` operations directly).
     pub async fn backend(self) -> std::sync::Arc<dyn tower_lock::backend::Backend> {
-        if self == BackendUnderTest::Postgres {
-            use tower_lock::conformance::Subject;
-            return super::subjects::postgres().backend().await;
+        use tower_lock::conformance::Subject;
+        match self {
+            BackendUnderTest::Postgres => return super::subjects::postgres().backend().await,
+            BackendUnderTest::MySql => return super::subjects::mysql().backend().await,
+            _ => {}
         }
         match self.url() {
             None => std::sync::Arc::new(tower_lock::backend::MemoryBackend::new()),
@@ -48,9 +52,13 @@ impl BackendUnderTest {
     /// A manager built by `builder` on this backend: the one way the tests make a manager
     /// on a backend under test.
     pub async fn manager(self, builder: LockManagerBuilder) -> LockManager {
-        if self == BackendUnderTest::Postgres {
-            use tower_lock::conformance::Subject;
-            return super::subjects::postgres().manager(builder).await;
+        use tower_lock::conformance::Subject;
+        match self {
+            BackendUnderTest::Postgres => {
+                return super::subjects::postgres().manager(builder).await
+            }
+            BackendUnderTest::MySql => return super::subjects::mysql().manager(builder).await,
+            _ => {}
         }
         match self.url() {
             None => builder.memory(),
@@ -91,6 +99,9 @@ macro_rules! backend_suite {
     };
     (@module Postgres $($test:ident),+) => {
         $crate::support::suite::backend_suite!(@tests postgres Postgres $($test),+);
+    };
+    (@module MySql $($test:ident),+) => {
+        $crate::support::suite::backend_suite!(@tests mysql MySql $($test),+);
     };
     (@tests $module:ident $backend:ident $($test:ident),+) => {
         mod $module {

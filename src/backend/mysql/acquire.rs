@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::expiry::expire_later;
+use super::records;
 use super::session::{Hold, Reservation, Session, SessionError};
 use super::sql;
 use super::Inner;
@@ -24,6 +25,9 @@ pub(super) async fn acquire(inner: Arc<Inner>, args: AcquireArgs) -> Result<Atte
     let fenced = args.kind == LockKind::Fenced;
     if fenced {
         inner.ensure_tokens_table().await?;
+    }
+    if args.unless_recorded {
+        inner.ensure_records_table().await?;
     }
     let name = inner.server_name(&args.key);
     if let Some(session) = inner.sessions.find(&name, &args.owner) {
@@ -41,10 +45,12 @@ pub(super) async fn acquire(inner: Arc<Inner>, args: AcquireArgs) -> Result<Atte
         return Ok(Attempt::Lost);
     }
     let waits = args.waits && !args.wait_left.is_zero();
-    if !waits {
+    // A waiting acquisition that names its work first looks whether the lock is held for
+    // other work (refused at once, not after its wait).
+    if !waits || args.work.is_some() {
         let reserved = inner.sessions.for_try(&name).await?;
         let session = reserved.session().clone();
-        return take(
+        let taken = take(
             &inner,
             &session,
             Some(reserved),
@@ -53,13 +59,43 @@ pub(super) async fn acquire(inner: Arc<Inner>, args: AcquireArgs) -> Result<Atte
             fenced,
             Duration::ZERO,
         )
-        .await;
+        .await?;
+        if taken.is_acquired() {
+            return recorded_or(&session, &name, &args, taken).await;
+        }
+        if let Some(work) = &args.work {
+            if records::held_for_other_work(&inner, &name, work).await? {
+                return Ok(Attempt::HeldForOtherWork);
+            }
+        }
+        if !waits {
+            return Ok(taken);
+        }
     }
     let until = Instant::now() + args.wait_left;
     let cancel = inner.waiting(&args.key, &args.owner);
     let result = wait(&inner, &name, &args, fenced, until, &cancel).await;
     inner.done_waiting(&args.key, &args.owner);
-    result
+    match result? {
+        (taken, Some(session)) if taken.is_acquired() => {
+            recorded_or(&session, &name, &args, taken).await
+        }
+        (other, _) => Ok(other),
+    }
+}
+
+/// A lock just taken: for an acquisition unless recorded, the record if there is one (the
+/// lock is then given back), else the mark of its work.
+async fn recorded_or(
+    session: &Arc<Session>,
+    name: &str,
+    args: &AcquireArgs,
+    taken: Attempt,
+) -> Result<Attempt, BackendError> {
+    if !args.unless_recorded {
+        return Ok(taken);
+    }
+    records::finish(session, name, args, taken).await
 }
 
 fn answer(fenced: bool, token: Option<u64>) -> Attempt {
@@ -79,32 +115,34 @@ async fn wait(
     fenced: bool,
     until: Instant,
     cancel: &Notify,
-) -> Result<Attempt, BackendError> {
+) -> Result<(Attempt, Option<Arc<Session>>), BackendError> {
     let Some(session) = inner.sessions.for_wait(until).await? else {
-        return Ok(Attempt::Busy(None));
+        return Ok((Attempt::Busy(None), None));
     };
     let left = until.saturating_duration_since(Instant::now());
     if left.is_zero() {
         session.waiting.store(false, Ordering::Release);
-        return Ok(Attempt::Busy(None));
+        return Ok((Attempt::Busy(None), None));
     }
     *lock(&session.waiting_on) = Some((name.to_owned(), args.owner.clone()));
-    let taking = take(inner, &session, None, name, args, fenced, left);
-    tokio::pin!(taking);
-    let result = tokio::select! {
-        result = &mut taking => result,
-        _ = cancel.notified() => {
-            // Called off: the session ends, and with it whatever it was granted.
-            inner.sessions.kill(&session).await;
-            let _ = taking.await;
-            session.end();
-            Ok(Attempt::Busy(None))
+    let result = {
+        let taking = take(inner, &session, None, name, args, fenced, left);
+        tokio::pin!(taking);
+        tokio::select! {
+            result = &mut taking => result,
+            _ = cancel.notified() => {
+                // Called off: the session ends, and with it whatever it was granted.
+                inner.sessions.kill(&session).await;
+                let _ = taking.await;
+                session.end();
+                Ok(Attempt::Busy(None))
+            }
         }
     };
     *lock(&session.waiting_on) = None;
     session.waiting.store(false, Ordering::Release);
     inner.sessions.shared.freed.notify_waiters();
-    result
+    result.map(|taken| (taken, Some(session)))
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -136,6 +174,7 @@ async fn take(
         count: 1,
         until: Instant::now() + args.lease,
         token: None,
+        work_marked: false,
     };
     let taken = session
         .run(move |conn| {

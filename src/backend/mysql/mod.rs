@@ -18,6 +18,7 @@ mod acquire;
 mod expiry;
 mod inspect;
 mod lock_name;
+mod records;
 mod release;
 mod session;
 mod sessions;
@@ -40,8 +41,8 @@ pub const DEFAULT_MAX_SESSIONS: usize = 16;
 /// Locks on MySQL's or MariaDB's named locks (`GET_LOCK`), on connections of its own opened
 /// with the settings of a pool the application has (sqlx's [`MySqlPool`]): every grant is
 /// the server's answer, a waiter waits in the server and sends nothing meanwhile, and a lock
-/// lasts as long as the session that holds it. Plain, fenced and multi-locks; names mapped
-/// as DistributedLock (.NET) maps them. No read-write or fair locks or semaphores (see
+/// lasts as long as the session that holds it. Plain, fenced and multi-locks, and records
+/// for the idempotency layer; names mapped as DistributedLock (.NET) maps them. No read-write or fair locks or semaphores (see
 /// [`Capabilities::why_missing`]). See `docs/mysql.md`. Cheap to clone; clones share the
 /// sessions.
 ///
@@ -72,6 +73,9 @@ pub(super) struct Inner {
     /// Waiting acquisitions on their way, for their acquirers to call them off.
     waits: Mutex<HashMap<(LockKey, OwnerId), Arc<Notify>>>,
     tokens_table: OnceCell<()>,
+    records_table: OnceCell<()>,
+    /// Records stored so far (every so many, the expired ones are swept).
+    records_stored: std::sync::atomic::AtomicU64,
 }
 
 impl Inner {
@@ -92,21 +96,41 @@ impl Inner {
 
     /// Makes the fencing tokens' table on first use.
     async fn ensure_tokens_table(&self) -> Result<(), BackendError> {
-        self.tokens_table
-            .get_or_try_init(|| async {
-                self.sessions
-                    .control("make the fencing tokens' table", |conn| {
-                        Box::pin(async move {
-                            sqlx::query(sql::TOKENS_TABLE)
-                                .execute(&mut *conn)
-                                .await
-                                .map(|_| ())
-                        })
-                    })
-                    .await
-            })
-            .await
-            .map(|_| ())
+        self.ensure_table(
+            &self.tokens_table,
+            sql::TOKENS_TABLE,
+            "make the fencing tokens' table",
+        )
+        .await
+    }
+
+    /// Makes the records' table on first use.
+    async fn ensure_records_table(&self) -> Result<(), BackendError> {
+        self.ensure_table(
+            &self.records_table,
+            sql::RECORDS_TABLE,
+            "make the records' table",
+        )
+        .await
+    }
+
+    async fn ensure_table(
+        &self,
+        made: &OnceCell<()>,
+        statement: &'static str,
+        what: &'static str,
+    ) -> Result<(), BackendError> {
+        made.get_or_try_init(|| async {
+            self.sessions
+                .control(what, move |conn| {
+                    Box::pin(
+                        async move { sqlx::query(statement).execute(&mut *conn).await.map(|_| ()) },
+                    )
+                })
+                .await
+        })
+        .await
+        .map(|_| ())
     }
 
     /// A waiting acquisition of `owner` begins: its acquirer may call it off.
@@ -174,6 +198,8 @@ impl MySqlBackendBuilder {
                 sessions: Sessions::new(options, self.max_sessions),
                 waits: Mutex::default(),
                 tokens_table: OnceCell::new(),
+                records_table: OnceCell::new(),
+                records_stored: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -270,6 +296,7 @@ impl Backend for MySqlBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities::new()
             .kinds(KindSet::PLAIN.with(LockKind::Fenced))
+            .records(true)
             .inspects(true)
             .waits_in_store(true)
             .reports_holder_lease(false)

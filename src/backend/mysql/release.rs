@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::records;
 use super::sql;
 use super::Inner;
 use crate::backend::{LeaveArgs, ReleaseArgs, ReleaseReply, RenewArgs};
@@ -24,17 +25,36 @@ pub(super) async fn release(
     let Some(session) = inner.sessions.find(&name, &args.owner) else {
         return Ok(reply(Released::NotHeld));
     };
+    if args.record.is_some() {
+        inner.ensure_records_table().await?;
+    }
     let (server_name, on, expected) = (name.clone(), session.clone(), args.expected);
+    let (record, stored) = (args.record.clone(), inner.clone());
     let released = session
         .run(move |conn| {
             Box::pin(async move {
-                let count = on.holds().get(&server_name).map_or(0, |hold| hold.count);
+                let (count, marked) = on
+                    .holds()
+                    .get(&server_name)
+                    .map_or((0, false), |hold| (hold.count, hold.work_marked));
                 if count + 1 == expected {
                     // Re-sent after it took effect.
                     return Ok(Released::StillHeld);
                 }
                 if count == 0 {
                     return Ok(Released::NotHeld);
+                }
+                // The last hold: its record stored, or its mark taken back, while the lock
+                // is still held (the next holder finds the record).
+                if count == 1 {
+                    match &record {
+                        Some(record) => {
+                            records::store(conn, &server_name, record, &stored.records_stored)
+                                .await?
+                        }
+                        None if marked => records::clear_work(conn, &server_name).await?,
+                        None => {}
+                    }
                 }
                 let freed: Option<i64> = sqlx::query_scalar(sql::RELEASE_LOCK)
                     .bind(&server_name)

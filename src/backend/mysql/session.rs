@@ -38,6 +38,9 @@ pub(super) struct Hold {
     pub(super) until: Instant,
     /// A fenced lock's token.
     pub(super) token: Option<u64>,
+    /// The lock is marked in the records' table as held for some work (taken back with
+    /// the release).
+    pub(super) work_marked: bool,
 }
 
 /// Why a statement did not run, or failed.

@@ -27,6 +27,37 @@ pub(super) const LAST_TOKEN: &str = "SELECT LAST_INSERT_ID()";
 /// The last token given for a lock.
 pub(super) const TOKEN_OF: &str = "SELECT token FROM tower_lock_fencing_tokens WHERE lock_name = ?";
 
+/// The records' table: a lock's stored record (the idempotency layer's response) until it
+/// expires, or while it is held for some work, that work and its holder's session.
+pub(super) const RECORDS_TABLE: &str = "CREATE TABLE IF NOT EXISTS tower_lock_records (\
+    lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY, \
+    work VARBINARY(255) NULL, holder BIGINT UNSIGNED NULL, value LONGBLOB NULL, \
+    expires_at TIMESTAMP(6) NULL, INDEX tower_lock_records_expires_at (expires_at))";
+/// A lock's record in force.
+pub(super) const RECORD_OF: &str = "SELECT value FROM tower_lock_records \
+    WHERE lock_name = ? AND value IS NOT NULL AND expires_at > NOW(6)";
+/// The holder's session marks the lock as held for its work (a row whose record expired is
+/// reused).
+pub(super) const MARK_WORK: &str = "INSERT INTO tower_lock_records \
+    (lock_name, work, holder, value, expires_at) VALUES (?, ?, CONNECTION_ID(), NULL, NULL) \
+    ON DUPLICATE KEY UPDATE value = NULL, expires_at = NULL, work = VALUES(work), \
+    holder = VALUES(holder)";
+/// The work a lock is held for, if its marking session still holds it.
+pub(super) const WORK_OF_HOLDER: &str = "SELECT work FROM tower_lock_records \
+    WHERE lock_name = ? AND value IS NULL AND holder = IS_USED_LOCK(?)";
+/// The holder's session stores the record (before it releases the lock): `?` the name,
+/// the record, its retention in microseconds.
+pub(super) const STORE_RECORD: &str = "INSERT INTO tower_lock_records \
+    (lock_name, work, holder, value, expires_at) \
+    VALUES (?, NULL, NULL, ?, NOW(6) + INTERVAL ? MICROSECOND) \
+    ON DUPLICATE KEY UPDATE work = NULL, holder = NULL, value = VALUES(value), \
+    expires_at = VALUES(expires_at)";
+/// The holder's mark taken back (released without a record).
+pub(super) const CLEAR_WORK: &str = "DELETE FROM tower_lock_records \
+    WHERE lock_name = ? AND value IS NULL AND holder = CONNECTION_ID()";
+/// Expired records, a hundred at a time.
+pub(super) const SWEEP: &str = "DELETE FROM tower_lock_records WHERE expires_at < NOW(6) LIMIT 100";
+
 /// A wait as `GET_LOCK`'s timeout, in seconds: MariaDB takes fractions (at least a
 /// millisecond: 0 is a try); MySQL whole seconds, so a wait is rounded up there (the
 /// acquirer calls it off at its own deadline), never down to a try that would leave the
