@@ -37,14 +37,15 @@ pub struct Scale {
 impl Scale {
     fn new(quick: bool) -> Scale {
         if quick {
+            // A run that must complete (CI's), not one to read figures from.
             Scale {
                 quick,
-                s1_iterations: 500,
-                steady: Duration::from_millis(500),
-                s3_duration: Duration::from_millis(500),
-                s4_sequential: 300,
-                s4_parallel: Duration::from_millis(500),
-                s5_waiters: 1_000,
+                s1_iterations: 300,
+                steady: Duration::from_millis(300),
+                s3_duration: Duration::from_millis(300),
+                s4_sequential: 200,
+                s4_parallel: Duration::from_millis(300),
+                s5_waiters: 500,
             }
         } else {
             Scale {
