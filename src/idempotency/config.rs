@@ -47,6 +47,6 @@ pub(crate) struct IdempotencyConfig {
     pub(crate) fail_open: bool,
     pub(crate) manager: Option<LockManager>,
     /// Handlers' transactions, committed with their responses (PostgreSQL).
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) transactions: Option<super::transaction::Transactions>,
 }

@@ -119,7 +119,7 @@ impl IdempotencyLayer {
                 finish_on_disconnect: true,
                 fail_open: false,
                 manager: None,
-                #[cfg(feature = "postgres")]
+                #[cfg(any(feature = "postgres", feature = "mysql"))]
                 transactions: None,
             }),
         }
@@ -261,13 +261,12 @@ impl IdempotencyLayer {
         self
     }
 
-    /// Handlers may write in their request's transaction ([`IdempotentTransaction`]): the
-    /// layer commits it together with the stored response, or rolls both back (a response
-    /// that is not stored, a failed commit), so that the handler's database effects happen
-    /// exactly once per key. The layer's manager must be on the same PostgreSQL backend.
-    ///
-    /// [`IdempotentTransaction`]: super::IdempotentTransaction
-    #[cfg(feature = "postgres")]
+    /// Handlers may write in their request's transaction (`IdempotentTransaction` on
+    /// PostgreSQL, `IdempotentMySqlTransaction` on MySQL): the layer commits it together
+    /// with the stored response, or rolls both back (a response that is not stored, a
+    /// failed commit), so that the handler's database effects happen exactly once per key.
+    /// The layer's manager must be on the same PostgreSQL or MySQL backend.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub fn transactions(mut self, transactions: super::Transactions) -> Self {
         self.config_mut().transactions = Some(transactions);
         self

@@ -42,7 +42,7 @@ pub(crate) mod rejection;
 pub(crate) mod run;
 mod service;
 pub(crate) mod stored;
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod transaction;
 
 pub use config::OnConcurrent;
@@ -51,8 +51,12 @@ pub use layer::{IdempotencyLayer, DEFAULT_RETENTION, DEFAULT_STORE_LIMIT};
 pub use rejection::IdempotencyRejection;
 pub use service::{Idempotency, IdempotencyResponseFuture};
 pub use stored::IDEMPOTENT_REPLAYED;
+#[cfg(feature = "mysql")]
+pub use transaction::IdempotentMySqlTransaction;
 #[cfg(feature = "postgres")]
-pub use transaction::{IdempotentTransaction, Transactions};
+pub use transaction::IdempotentTransaction;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use transaction::Transactions;
 
 /// Put in the request extensions for the handler: the idempotency key it runs under, as the
 /// layer reads it: a quoted header value (`"8e03…"`, the draft's sf-string) without its

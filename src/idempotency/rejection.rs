@@ -74,8 +74,9 @@ pub enum IdempotencyRejection {
         backend: &'static str,
     },
     /// A handler asked for its request's transaction (`IdempotentTransaction`, feature
-    /// `postgres`) on a route whose idempotency layer has none (its `.transactions(..)` was
-    /// not set): 500 (a setup mistake).
+    /// `postgres`; `IdempotentMySqlTransaction`, feature `mysql`) on a route whose
+    /// idempotency layer has none of that database (its `.transactions(..)` was not set, or
+    /// set for the other): 500 (a setup mistake).
     NoTransaction,
     /// The handler's transaction, with its response, could not be committed (or begun):
     /// nothing it did was applied, and a retry runs it again: 503 with `Retry-After`.
@@ -169,8 +170,8 @@ impl IdempotencyRejection {
                 .to_owned(),
             Self::NoRecords { backend } => format!(
                 "the idempotency layer's lock backend ({backend}) cannot store responses (a \
-                 server setup mistake: give the layer a manager on Redis, PostgreSQL or in \
-                 memory)"
+                 server setup mistake: give the layer a manager on Redis, PostgreSQL, MySQL \
+                 or in memory)"
             ),
             Self::NoTransaction => "the handler asked for its request's transaction, but the \
                                     route's idempotency layer has none (a server setup \

@@ -106,12 +106,12 @@ where
         }
     };
     parts.extensions.insert(IdempotencyKey(key));
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     let slot = config
         .transactions
         .as_ref()
         .map(|transactions| super::transaction::slot(transactions, &mut parts));
-    #[cfg(not(feature = "postgres"))]
+    #[cfg(not(any(feature = "postgres", feature = "mysql")))]
     let slot = None;
     let request = Request::from_parts(parts, Body::from(body));
     let work = execute(config.clone(), service, request, guard, fingerprint, slot);
@@ -273,7 +273,7 @@ where
         ) => StoredResponse::new(fingerprint, head.status, &head.headers, data.clone()),
         _ => None,
     };
-    #[cfg(feature = "postgres")]
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     if let (Some(slot), Some(transactions)) = (slot, &config.transactions) {
         let record = stored.as_ref().map(StoredResponse::encode);
         let key = guard.key().as_str().to_owned();
@@ -285,7 +285,7 @@ where
             return Ok(answer.unwrap_or_else(|| Response::from_parts(head, captured.into_body())));
         }
     }
-    #[cfg(not(feature = "postgres"))]
+    #[cfg(not(any(feature = "postgres", feature = "mysql")))]
     let _ = slot;
     let released = match stored {
         Some(stored) => {
@@ -310,15 +310,15 @@ where
     Ok(Response::from_parts(head, captured.into_body()))
 }
 
-/// A handler's transaction slot (PostgreSQL).
-#[cfg(feature = "postgres")]
-type Slot = super::transaction::IdempotentTransaction;
-#[cfg(not(feature = "postgres"))]
+/// A handler's transaction slot (PostgreSQL or MySQL).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+type Slot = super::transaction::SlotHandle;
+#[cfg(not(any(feature = "postgres", feature = "mysql")))]
 type Slot = std::convert::Infallible;
 
 /// After a handler's transaction ended: the lock is released (the record, if any, was
 /// committed with the transaction), and the answer, if not the handler's own.
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 async fn in_transaction(
     config: &IdempotencyConfig,
     ended: super::transaction::Ended,

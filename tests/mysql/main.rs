@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod exactly_once;
 mod names;
 mod processes;
 mod sessions;
