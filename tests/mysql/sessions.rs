@@ -1,5 +1,5 @@
-//! A lock lasts as long as its session: a `KILL`ed session's holders are told and the next
-//! holder gets in at once; a waiter called off leaves the server's queue; a server
+//! A lock lasts as long as its session: a `KILL`ed session's holders are told at once (the
+//! session's watch) and the next holder gets in at once; a waiter called off leaves the server's queue; a server
 //! restarted under waiters is ridden out, and its holders are told.
 
 use std::time::Duration;
@@ -20,11 +20,13 @@ async fn manager(url: &str) -> LockManager {
         .backend(MySqlBackend::new(&pool))
 }
 
-/// How many sessions wait in a `GET_LOCK` now, as the server lists them.
+/// How many sessions wait in a `GET_LOCK` for a lock now, as the server lists them (the
+/// sessions' watches left out).
 async fn waiting_in_server(pool: &MySqlPool) -> i64 {
     sqlx::query_scalar(
         "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-         WHERE INFO LIKE 'SELECT GET_LOCK%' AND ID <> CONNECTION_ID()",
+         WHERE INFO LIKE 'SELECT GET_LOCK%' AND INFO NOT LIKE '%session_watch%' \
+         AND ID <> CONNECTION_ID()",
     )
     .fetch_one(pool)
     .await
@@ -44,7 +46,12 @@ async fn holder_of(pool: &MySqlPool, name: &str) -> Option<u64> {
 async fn a_killed_session_tells_its_holder_and_the_next_gets_in() {
     let url = mariadb::shared_url();
     let admin = MySqlPool::connect(&url).await.unwrap();
-    let (locks, next) = (manager(&url).await, manager(&url).await);
+    // A lease of ten minutes: its renewals would tell the holder after 200 s; the session's
+    // watch tells it at once.
+    let locks = LockManager::builder()
+        .lease(Duration::from_secs(600))
+        .backend(MySqlBackend::new(&MySqlPool::connect(&url).await.unwrap()));
+    let next = manager(&url).await;
     let name = support::unique("mysql-kill");
     let guard = locks.lock(&name).acquire().await.unwrap();
     let waiter = {
@@ -62,9 +69,9 @@ async fn a_killed_session_tells_its_holder_and_the_next_gets_in() {
         .await
         .unwrap();
     let taken = waiter.await.unwrap().expect("the next holder gets in");
-    tokio::time::timeout(Duration::from_secs(30), guard.lost())
+    tokio::time::timeout(Duration::from_secs(60), guard.lost())
         .await
-        .expect("the killed session's holder is told");
+        .expect("the killed session's holder is told (by the session's watch)");
     assert_eq!(taken.release().await.unwrap(), Released::Unlocked);
 }
 

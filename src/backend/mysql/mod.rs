@@ -23,6 +23,7 @@ mod release;
 mod session;
 mod sessions;
 mod sql;
+mod watch;
 
 pub use lock_name::{server_lock_name as mysql_lock_name, MAX_LOCK_NAME as MYSQL_MAX_LOCK_NAME};
 
@@ -182,8 +183,9 @@ pub struct MySqlBackendBuilder {
 impl MySqlBackendBuilder {
     /// The most sessions (connections of the backend's own, opened with the pool's
     /// settings) open at once; default [`DEFAULT_MAX_SESSIONS`], at least 2. Each waiting
-    /// name takes one while it waits; the holds of many names share a session. One more
-    /// connection serves kills and inspection.
+    /// name takes one while it waits; the holds of many names share a session. Each session
+    /// has a second connection that waits for it to end (so that its holders are told at
+    /// once), and one more connection serves kills and inspection.
     pub fn max_sessions(mut self, max: usize) -> Self {
         self.max_sessions = max.max(2);
         self

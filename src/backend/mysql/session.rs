@@ -12,7 +12,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::ConnectOptions;
 use tokio::time::Instant;
 
-use super::sql;
+use super::{sql, watch};
 use crate::key::{LockKey, OwnerId};
 
 /// A statement's future, borrowing the session's connection.
@@ -99,8 +99,10 @@ impl Session {
         let (id, version): (u64, String) = sqlx::query_as(sql::CONNECTION_ID)
             .fetch_one(&mut conn)
             .await?;
-        statements.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(Session {
+        let alive = watch::alive_lock_name();
+        watch::take_alive_lock(&mut conn, &alive).await?;
+        statements.fetch_add(2, Ordering::Relaxed);
+        let session = Arc::new(Session {
             id,
             mariadb: version.contains("MariaDB"),
             conn: Arc::new(tokio::sync::Mutex::new(Some(conn))),
@@ -112,7 +114,14 @@ impl Session {
             in_flight: AtomicUsize::new(0),
             statements,
             events,
-        }))
+        });
+        let watched = Arc::downgrade(&session);
+        watch::watch(options.clone(), alive, async move {
+            if let Some(session) = watched.upgrade() {
+                session.ended_on_server().await;
+            }
+        });
+        Ok(session)
     }
 
     pub(super) fn holds(&self) -> MutexGuard<'_, HashMap<String, Hold>> {
@@ -177,6 +186,18 @@ impl Session {
     /// Whether a try of `name` is on its way here.
     pub(super) fn is_trying(&self, name: &str) -> bool {
         lock(&self.trying).contains(name)
+    }
+
+    /// The server ended the session (its watch says so): it is over here too, its holders
+    /// are told, and its connection is closed.
+    pub(super) async fn ended_on_server(&self) {
+        if !self.is_alive() {
+            return;
+        }
+        self.end();
+        // Whatever statement still runs on it fails with the connection; then it closes.
+        let conn = self.conn.lock().await.take();
+        drop(conn);
     }
 
     /// The session is over (its connection broke, was killed, or is given up): its holds

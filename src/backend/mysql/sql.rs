@@ -9,6 +9,9 @@ use crate::error::BackendError;
 pub(super) const CONNECTION_ID: &str = "SELECT CONNECTION_ID(), VERSION()";
 /// Take a named lock, waiting up to `?` seconds (0: a try). 1 taken, 0 timed out, NULL error.
 pub(super) const GET_LOCK: &str = "SELECT GET_LOCK(?, ?)";
+/// A session's watch: its connection waits for the session's private lock (told apart from
+/// lock waits in the server's process list by its column's name).
+pub(super) const WATCH: &str = "SELECT GET_LOCK(?, ?) AS session_watch";
 /// Give one hold of a named lock back. 1 released, 0 not ours, NULL no such lock.
 pub(super) const RELEASE_LOCK: &str = "SELECT RELEASE_LOCK(?)";
 /// The session holding a named lock (NULL: free).
