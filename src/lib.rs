@@ -19,6 +19,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(any(feature = "zookeeper", feature = "mysql"))]
+mod abort;
 pub mod admin;
 pub mod backend;
 #[cfg(feature = "coalesce")]

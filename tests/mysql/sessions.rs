@@ -159,3 +159,28 @@ async fn a_restart_is_ridden_out_by_waiters_and_told_to_holders() {
     assert_eq!(taken.release().await.unwrap(), Released::Unlocked);
     drop(server);
 }
+
+/// A released hold's timer (its lease's end) stops with the release: many locks taken and
+/// released leave no task behind, though their leases would end half a minute later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_holds_leave_no_timer_running() {
+    let pool = MySqlPool::connect(&mariadb::shared_url()).await.unwrap();
+    let locks = LockManager::builder().backend(MySqlBackend::new(&pool));
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let name = support::unique("mysql-timers");
+    let warm = locks.lock(&name).acquire().await.unwrap();
+    assert_eq!(warm.release().await.unwrap(), Released::Unlocked);
+    let before = tasks();
+    for n in 0..200 {
+        let guard = locks.lock(format!("{name}-{n}")).acquire().await.unwrap();
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+    support::eventually("the released holds' timers stop", || async {
+        (tasks() <= before).then_some(())
+    })
+    .await;
+}

@@ -63,3 +63,27 @@ async fn acquisitions_dropped_at_any_point_leave_no_node_behind() {
     assert!(nodes(&client, &busy).await.is_empty());
     support::nothing_left_behind(&locks).await;
 }
+
+/// A released hold's timer (its lease's end) stops with the release: a thousand locks taken
+/// and released leave no task behind, though their leases would end half a minute later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_holds_leave_no_timer_running() {
+    let locks = manager().await;
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let name = support::unique("zk-timers");
+    let warm = locks.lock(&name).acquire().await.unwrap();
+    assert_eq!(warm.release().await.unwrap(), Released::Unlocked);
+    let before = tasks();
+    for n in 0..200 {
+        let guard = locks.lock(format!("{name}-{n}")).acquire().await.unwrap();
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+    support::eventually("the released holds' timers stop", || async {
+        (tasks() <= before).then_some(())
+    })
+    .await;
+}

@@ -175,6 +175,7 @@ async fn take(
         until: Instant::now() + args.lease,
         token: None,
         work_marked: false,
+        expiry: None,
     };
     let taken = session
         .run(move |conn| {

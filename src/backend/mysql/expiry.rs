@@ -9,16 +9,19 @@ use tokio::time::Instant;
 use super::session::Session;
 use super::sql;
 use super::Inner;
+use crate::abort::AbortOnDrop;
 
 /// Releases the hold of `name` on `session` once its lease has ended unrenewed (each
-/// renewal moves the end on; released or ended meanwhile, nothing is done).
+/// renewal moves the end on; released or ended meanwhile, nothing is done). The timer
+/// belongs to the hold: it stops when the hold goes (a release).
 pub(super) fn expire_later(inner: &Arc<Inner>, session: &Arc<Session>, name: &str) {
+    let (held_on, held) = (session.clone(), name.to_owned());
     let (inner, session, name): (Weak<Inner>, Weak<Session>, String) = (
         Arc::downgrade(inner),
         Arc::downgrade(session),
         name.to_owned(),
     );
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         loop {
             let until = {
                 let Some(session) = session.upgrade() else {
@@ -67,4 +70,8 @@ pub(super) fn expire_later(inner: &Arc<Inner>, session: &Arc<Session>, name: &st
             return;
         }
     });
+    let mut holds = held_on.holds();
+    if let Some(hold) = holds.get_mut(&held) {
+        hold.expiry = Some(AbortOnDrop::new(task));
+    }
 }

@@ -13,6 +13,7 @@ use sqlx::ConnectOptions;
 use tokio::time::Instant;
 
 use super::{sql, watch};
+use crate::abort::AbortOnDrop;
 use crate::key::{LockKey, OwnerId};
 
 /// A statement's future, borrowing the session's connection.
@@ -41,6 +42,9 @@ pub(super) struct Hold {
     /// The lock is marked in the records' table as held for some work (taken back with
     /// the release).
     pub(super) work_marked: bool,
+    /// The timer that releases it when its lease ends unrenewed (see `expiry`): it stops
+    /// when the hold goes (its last copy dropped), not at its own time.
+    pub(super) expiry: Option<Arc<AbortOnDrop>>,
 }
 
 /// Why a statement did not run, or failed.

@@ -15,7 +15,7 @@ use zookeeper_client as zk;
 use super::connection::failed;
 use super::create::{create_node, delete_node, zxid_token, Made, REENTRIES_MASK};
 use super::expiry::expire_later;
-use super::holds::Entry;
+use super::holds::{Entry, EntryTasks};
 use super::nodes::{queue, standing, Side, Standing};
 use super::Inner;
 use crate::backend::{AcquireArgs, Attempt};
@@ -184,6 +184,7 @@ fn record(inner: &Arc<Inner>, args: &AcquireArgs, side: Side, made: &Made) {
         ends: Instant::now() + args.lease,
         watching: None,
         first_by_notice: false,
+        tasks: EntryTasks::default(),
     };
     inner.holds.put(&args.key, &args.owner, side, entry);
     expire_later(inner, &args.key, &args.owner, side, &made.path);
@@ -216,6 +217,7 @@ async fn fair_place(
                 ends: place_ends,
                 watching: None,
                 first_by_notice: false,
+                tasks: EntryTasks::default(),
             };
             inner
                 .holds
@@ -268,12 +270,19 @@ async fn fair_place(
             let mut entry = place;
             entry.watching = Some((path.clone(), next));
             inner.holds.put(&args.key, &args.owner, Side::Mutex, entry);
-            watch_turn(
+            let watch = watch_turn(
                 inner,
                 client,
-                (path, next),
+                (path.clone(), next),
                 args.key.clone(),
                 args.owner.clone(),
+            );
+            // The watch belongs to the place: it stops when the place goes (the waiter left,
+            // or holds now) or watches another node.
+            inner.holds.attach_turn_watch(
+                (&args.key, &args.owner),
+                &path,
+                crate::abort::AbortOnDrop::new(watch),
             );
             Ok(Attempt::Queued {
                 retry_in: FAIR_RETRY,
@@ -293,7 +302,7 @@ fn watch_turn(
     (path, next): (String, bool),
     key: LockKey,
     owner: OwnerId,
-) {
+) -> tokio::task::JoinHandle<()> {
     let weak = Arc::downgrade(inner);
     tokio::spawn(async move {
         let watched = client.check_and_watch_stat(&path).await;
@@ -324,5 +333,5 @@ fn watch_turn(
         if let Some(notices) = inner.connection.notices.get() {
             notices.turn(&key, &owner);
         }
-    });
+    })
 }

@@ -10,11 +10,12 @@ use tokio::time::Instant;
 use super::create::delete_node;
 use super::nodes::Side;
 use super::Inner;
+use crate::abort::AbortOnDrop;
 use crate::key::{LockKey, OwnerId};
 
 /// Deletes the node at `path` of `owner`'s entry once the entry's end has passed (each
 /// renewal or attempt moves the end on; the entry gone or on another node, nothing is
-/// done).
+/// done). The timer belongs to the entry: it stops when the entry goes (a release).
 pub(super) fn expire_later(
     inner: &Arc<Inner>,
     key: &LockKey,
@@ -23,8 +24,9 @@ pub(super) fn expire_later(
     path: &str,
 ) {
     let weak = Arc::downgrade(inner);
-    let (key, owner, path) = (key.clone(), owner.clone(), path.to_owned());
-    tokio::spawn(async move {
+    let slot = (key.clone(), owner.clone(), path.to_owned());
+    let (key, owner, path) = slot.clone();
+    let task = tokio::spawn(async move {
         loop {
             let ends = {
                 let Some(inner) = weak.upgrade() else {
@@ -56,4 +58,7 @@ pub(super) fn expire_later(
             return;
         }
     });
+    inner
+        .holds
+        .attach_expiry((&slot.0, &slot.1, side), &slot.2, AbortOnDrop::new(task));
 }

@@ -3,11 +3,12 @@
 //! failed, deleted again once the session is back.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
 
 use super::nodes::Side;
+use crate::abort::AbortOnDrop;
 use crate::key::{LockKey, OwnerId};
 
 /// One owner's node on one side of a lock.
@@ -30,6 +31,16 @@ pub(super) struct Entry {
     pub(super) watching: Option<(String, bool)>,
     /// A fair waiter's watched node held the lock and was deleted: it is first now.
     pub(super) first_by_notice: bool,
+    /// The timer that ends it at `ends` (see `expiry`), and a fair waiter's watch: both
+    /// stop when the entry is gone (its last copy dropped), not at their own time.
+    pub(super) tasks: EntryTasks,
+}
+
+/// The tasks that belong to an entry.
+#[derive(Debug, Clone, Default)]
+pub(super) struct EntryTasks {
+    pub(super) expiry: Option<Arc<AbortOnDrop>>,
+    pub(super) turn_watch: Option<Arc<AbortOnDrop>>,
 }
 
 type Slot = (LockKey, OwnerId, Side);
@@ -56,9 +67,21 @@ impl Holds {
     }
 
     /// Sets the owner's entry.
-    pub(super) fn put(&self, key: &LockKey, owner: &OwnerId, side: Side, entry: Entry) {
-        self.lock()
-            .insert((key.clone(), owner.clone(), side), entry);
+    /// Sets the owner's entry. An entry read before its tasks were attached (a copy taken,
+    /// changed and put back) keeps the tasks the table has for the same node: they belong
+    /// to the node, not to the copy.
+    pub(super) fn put(&self, key: &LockKey, owner: &OwnerId, side: Side, mut entry: Entry) {
+        let mut entries = self.lock();
+        let slot = (key.clone(), owner.clone(), side);
+        if let Some(old) = entries.get(&slot).filter(|old| old.path == entry.path) {
+            if entry.tasks.expiry.is_none() {
+                entry.tasks.expiry = old.tasks.expiry.clone();
+            }
+            if entry.tasks.turn_watch.is_none() {
+                entry.tasks.turn_watch = old.tasks.turn_watch.clone();
+            }
+        }
+        entries.insert(slot, entry);
     }
 
     /// Removes the owner's entry, returning it.
@@ -80,6 +103,41 @@ impl Holds {
             return None;
         }
         entries.remove(&slot)
+    }
+
+    /// Ties the timer `expiry` to the owner's entry on `path` (if it is still there).
+    pub(super) fn attach_expiry(
+        &self,
+        (key, owner, side): (&LockKey, &OwnerId, Side),
+        path: &str,
+        expiry: Arc<AbortOnDrop>,
+    ) {
+        let mut entries = self.lock();
+        if let Some(entry) = entries.get_mut(&(key.clone(), owner.clone(), side)) {
+            if entry.path == path {
+                entry.tasks.expiry = Some(expiry);
+            }
+        }
+    }
+
+    /// Ties a fair waiter's watch of `watched` to its place (if it still watches that node):
+    /// the watch it had before stops.
+    pub(super) fn attach_turn_watch(
+        &self,
+        (key, owner): (&LockKey, &OwnerId),
+        watched: &str,
+        watch: Arc<AbortOnDrop>,
+    ) {
+        let mut entries = self.lock();
+        if let Some(entry) = entries.get_mut(&(key.clone(), owner.clone(), Side::Mutex)) {
+            if entry
+                .watching
+                .as_ref()
+                .is_some_and(|(path, _)| path == watched)
+            {
+                entry.tasks.turn_watch = Some(watch);
+            }
+        }
     }
 
     /// Whether `owner` holds the write side of `key` (a writer may read).
