@@ -56,7 +56,7 @@ pub use transaction::IdempotentMySqlTransaction;
 #[cfg(feature = "postgres")]
 pub use transaction::IdempotentTransaction;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use transaction::Transactions;
+pub use transaction::{IdempotentDbTransaction, Transactions};
 
 /// Put in the request extensions for the handler: the idempotency key it runs under, as the
 /// layer reads it: a quoted header value (`"8e03…"`, the draft's sf-string) without its

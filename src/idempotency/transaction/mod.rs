@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::FromRequestParts;
 use axum::response::Response;
 use http::request::Parts;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
@@ -72,8 +73,59 @@ impl Transactions {
     }
 }
 
+/// A request's transaction on the database `DB`, for a handler behind an
+/// [`IdempotencyLayer`](super::IdempotencyLayer) with
+/// [`transactions`](super::IdempotencyLayer::transactions): what the handler writes with it
+/// is committed together with its stored response, or not at all. Named per database:
+/// `IdempotentTransaction` (PostgreSQL), `IdempotentMySqlTransaction` (MySQL).
+///
+/// # Rejection
+/// [`IdempotencyRejection::NoTransaction`] (500) when the route's layer has no transactions
+/// on this database.
+pub struct IdempotentDbTransaction<DB: sqlx::Database>(Arc<Slot<DB>>);
+
+impl<DB: sqlx::Database> Clone for IdempotentDbTransaction<DB> {
+    fn clone(&self) -> Self {
+        IdempotentDbTransaction(self.0.clone())
+    }
+}
+
+impl<DB: sqlx::Database> std::fmt::Debug for IdempotentDbTransaction<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotentDbTransaction")
+            .field("database", &DB::NAME)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<DB: sqlx::Database> IdempotentDbTransaction<DB> {
+    /// The transaction's connection, the transaction begun if this is the first use.
+    ///
+    /// # Errors
+    /// When the transaction cannot be begun (no connection from the pool), or the layer
+    /// already ended it (a task of the handler's that outlived its response).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a transaction begun for a dropped call is the request's all the same.
+    pub async fn conn(&self) -> Result<MappedMutexGuard<'_, DB::Connection>, sqlx::Error> {
+        self.0.conn().await
+    }
+}
+
+impl<S: Send + Sync, DB: sqlx::Database> FromRequestParts<S> for IdempotentDbTransaction<DB> {
+    type Rejection = IdempotencyRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<IdempotentDbTransaction<DB>>()
+            .cloned()
+            .ok_or(IdempotencyRejection::NoTransaction)
+    }
+}
+
 /// One request's transaction: begun when first asked for, ended by the layer.
-pub(super) struct Slot<DB: sqlx::Database> {
+pub(crate) struct Slot<DB: sqlx::Database> {
     pool: sqlx::Pool<DB>,
     state: Mutex<State<DB>>,
 }
@@ -138,7 +190,9 @@ pub(super) fn slot(transactions: &Transactions, parts: &mut Parts) -> SlotHandle
         #[cfg(feature = "postgres")]
         Database::Postgres(pg) => {
             let slot = Slot::new(pg.pool.clone());
-            parts.extensions.insert(IdempotentTransaction(slot.clone()));
+            parts
+                .extensions
+                .insert(IdempotentDbTransaction(slot.clone()));
             SlotHandle::Postgres(slot)
         }
         #[cfg(feature = "mysql")]
@@ -146,7 +200,7 @@ pub(super) fn slot(transactions: &Transactions, parts: &mut Parts) -> SlotHandle
             let slot = Slot::new(pool.clone());
             parts
                 .extensions
-                .insert(IdempotentMySqlTransaction(slot.clone()));
+                .insert(IdempotentDbTransaction(slot.clone()));
             SlotHandle::MySql(slot)
         }
     }

@@ -1,15 +1,10 @@
 //! The request's transaction on MySQL / MariaDB (InnoDB tables).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::FromRequestParts;
-use http::request::Parts;
-use sqlx::mysql::{MySql, MySqlConnection};
-use tokio::sync::MappedMutexGuard;
+use sqlx::mysql::MySql;
 
-use super::{not_committed, Ended, Slot};
-use crate::idempotency::rejection::IdempotencyRejection;
+use super::{not_committed, Ended, IdempotentDbTransaction};
 
 /// The key's record in force, locked for this transaction (a run that commits one at the
 /// same time waits for it, then reads it).
@@ -26,9 +21,9 @@ const STORE: &str = "INSERT INTO tower_lock_records (lock_name, work, holder, va
 /// handler writes with it (in InnoDB tables) is committed together with its stored response,
 /// or not at all (see `docs/mysql.md`).
 ///
-/// The transaction begins when first asked for ([`conn`](Self::conn)); the layer commits
-/// it after the handler answered. The handler must not commit it, nor run statements that
-/// commit implicitly (DDL such as `CREATE TABLE`).
+/// The transaction begins when first asked for ([`conn`](IdempotentDbTransaction::conn));
+/// the layer commits it after the handler answered. The handler must not commit it, nor run
+/// statements that commit implicitly (DDL such as `CREATE TABLE`).
 ///
 /// # Examples
 ///
@@ -46,48 +41,10 @@ const STORE: &str = "INSERT INTO tower_lock_records (lock_name, work, holder, va
 /// }
 /// ```
 ///
-/// # Rejection
-/// [`IdempotencyRejection::NoTransaction`] (500) when the route's layer has no
-/// transactions (or has PostgreSQL's).
-///
 /// [`IdempotencyLayer`]: crate::idempotency::IdempotencyLayer
 /// [`transactions`]: crate::idempotency::IdempotencyLayer::transactions
 /// [`Transactions::mysql`]: crate::idempotency::Transactions::mysql
-#[derive(Clone)]
-pub struct IdempotentMySqlTransaction(pub(super) Arc<Slot<MySql>>);
-
-impl std::fmt::Debug for IdempotentMySqlTransaction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IdempotentMySqlTransaction")
-            .finish_non_exhaustive()
-    }
-}
-
-impl IdempotentMySqlTransaction {
-    /// The transaction's connection, the transaction begun if this is the first use.
-    ///
-    /// # Errors
-    /// When the transaction cannot be begun (no connection from the pool), or the layer
-    /// already ended it (a task of the handler's that outlived its response).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a transaction begun for a dropped call is the request's all the same.
-    pub async fn conn(&self) -> Result<MappedMutexGuard<'_, MySqlConnection>, sqlx::Error> {
-        self.0.conn().await
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for IdempotentMySqlTransaction {
-    type Rejection = IdempotencyRejection;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<IdempotentMySqlTransaction>()
-            .cloned()
-            .ok_or(IdempotencyRejection::NoTransaction)
-    }
-}
+pub type IdempotentMySqlTransaction = IdempotentDbTransaction<MySql>;
 
 /// Commits `tx` with `record` under `lock_key` (its server name) unless another run
 /// committed one first.

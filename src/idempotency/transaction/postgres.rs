@@ -3,14 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::FromRequestParts;
-use http::request::Parts;
-use sqlx::postgres::{PgConnection, PgPool, Postgres};
-use tokio::sync::MappedMutexGuard;
+use sqlx::postgres::{PgPool, Postgres};
 
-use super::{not_committed, Ended, Slot};
+use super::{not_committed, Ended, IdempotentDbTransaction};
 use crate::backend::PostgresBackend;
-use crate::idempotency::rejection::IdempotencyRejection;
 
 /// The pool and the statements of a PostgreSQL backend's records.
 #[derive(Clone)]
@@ -34,9 +30,9 @@ impl PgTransactions {
 /// with [`transactions`]: what the handler writes with it is committed together with its
 /// stored response, or not at all (see `docs/postgres.md`).
 ///
-/// The transaction begins when first asked for ([`conn`](Self::conn)); the layer commits
-/// it after the handler answered. The handler must not commit it (it cannot: it only
-/// borrows the connection).
+/// The transaction begins when first asked for ([`conn`](IdempotentDbTransaction::conn));
+/// the layer commits it after the handler answered. The handler must not commit it (it
+/// cannot: it only borrows the connection).
 ///
 /// # Examples
 ///
@@ -54,47 +50,9 @@ impl PgTransactions {
 /// }
 /// ```
 ///
-/// # Rejection
-/// [`IdempotencyRejection::NoTransaction`] (500) when the route's layer has no
-/// transactions (or has MySQL's).
-///
 /// [`IdempotencyLayer`]: crate::idempotency::IdempotencyLayer
 /// [`transactions`]: crate::idempotency::IdempotencyLayer::transactions
-#[derive(Clone)]
-pub struct IdempotentTransaction(pub(super) Arc<Slot<Postgres>>);
-
-impl std::fmt::Debug for IdempotentTransaction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IdempotentTransaction")
-            .finish_non_exhaustive()
-    }
-}
-
-impl IdempotentTransaction {
-    /// The transaction's connection, the transaction begun if this is the first use.
-    ///
-    /// # Errors
-    /// When the transaction cannot be begun (no connection from the pool), or the layer
-    /// already ended it (a task of the handler's that outlived its response).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a transaction begun for a dropped call is the request's all the same.
-    pub async fn conn(&self) -> Result<MappedMutexGuard<'_, PgConnection>, sqlx::Error> {
-        self.0.conn().await
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for IdempotentTransaction {
-    type Rejection = IdempotencyRejection;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<IdempotentTransaction>()
-            .cloned()
-            .ok_or(IdempotencyRejection::NoTransaction)
-    }
-}
+pub type IdempotentTransaction = IdempotentDbTransaction<Postgres>;
 
 /// Commits `tx` with `record` under `lock_key` unless another run committed one first.
 pub(super) async fn end(
