@@ -17,6 +17,7 @@ pub mod redisson_scripts;
 pub mod subjects;
 pub mod suite;
 pub mod trace;
+pub mod witness;
 pub mod zookeeper;
 
 // Shared with the conformance suite: waiting for an event, and every count back to zero.
