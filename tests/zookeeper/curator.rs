@@ -19,6 +19,15 @@ async fn manager() -> LockManager {
     LockManager::builder().backend(backend)
 }
 
+/// Returns once `n` waiters (of either language) wait in the lock `name`'s queue.
+async fn queued(locks: &LockManager, name: &str, n: usize) {
+    support::eventually("the waiters queued", || async {
+        let info = locks.inspect(name).await.unwrap();
+        (info.queued == n).then_some(())
+    })
+    .await
+}
+
 /// Curator's path of a tower-lock name under the default root.
 fn path(name: &str) -> String {
     format!("/tower-lock/{name}")
@@ -105,11 +114,7 @@ async fn a_release_on_either_side_wakes_the_other_sides_waiter() {
             (guard, SystemTime::now())
         })
     };
-    support::eventually("the Rust waiter queued in ZooKeeper", || async {
-        let info = locks.inspect(&name).await.unwrap();
-        (info.queued == 1).then_some(())
-    })
-    .await;
+    queued(&locks, &name, 1).await;
     let released = answer_time(&java.ask("j", "release").await);
     let (guard, woken) = waiter.await.unwrap();
     let rust_woken = woken.duration_since(released).unwrap_or_default();
@@ -117,11 +122,7 @@ async fn a_release_on_either_side_wakes_the_other_sides_waiter() {
     let java_waits = java
         .send("k", &format!("mutex {} 60000", path(&name)))
         .await;
-    support::eventually("the Java waiter queued", || async {
-        let info = locks.inspect(&name).await.unwrap();
-        (info.queued == 1).then_some(())
-    })
-    .await;
+    queued(&locks, &name, 1).await;
     let released = SystemTime::now();
     assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     let answer = java_waits.await.unwrap();
@@ -142,16 +143,6 @@ async fn a_mixed_queue_keeps_its_order() {
         .ask("holder", &format!("mutex {} 10000", path(&name)))
         .await
         .starts_with("acquired"));
-    let queued = |n: usize| {
-        let (locks, name) = (first.clone(), name.clone());
-        async move {
-            support::eventually("the waiter queued", || async {
-                let info = locks.inspect(&name).await.unwrap();
-                (info.queued == n).then_some(())
-            })
-            .await
-        }
-    };
     let rust_waiter = |locks: LockManager, fair: bool| {
         let name = name.clone();
         tokio::spawn(async move {
@@ -172,13 +163,13 @@ async fn a_mixed_queue_keeps_its_order() {
         })
     };
     let rust_first = rust_waiter(first.clone(), false);
-    queued(1).await;
+    queued(&first, &name, 1).await;
     let java_second = java
         .send("second", &format!("mutex {} 60000", path(&name)))
         .await;
-    queued(2).await;
+    queued(&first, &name, 2).await;
     let rust_third = rust_waiter(second.clone(), true);
-    queued(3).await;
+    queued(&first, &name, 3).await;
     java.ask("holder", "release").await;
     let java_at = answer_time(&java_second.await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
