@@ -53,6 +53,12 @@ impl SessionEvents for Shared {
     }
 }
 
+/// A session just opened: reserved for the try that opened it, or listed for any.
+enum Opened {
+    Reserved(Reservation),
+    Listed,
+}
+
 pub(super) struct Sessions {
     options: MySqlConnectOptions,
     max: usize,
@@ -110,26 +116,27 @@ impl Sessions {
             let freed = self.shared.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            let (best, idle) = {
+            let found = {
                 let list = self.shared.list();
                 let best = list
                     .iter()
                     .filter(|s| s.is_alive() && !s.waiting.load(Ordering::Acquire))
                     .filter(|s| !s.holds().contains_key(name) && !s.is_trying(name))
                     .min_by_key(|s| (s.in_flight(), usize::MAX - s.holds().len()));
-                let idle = best.is_some_and(|s| s.in_flight() == 0);
-                // Reserved under the list's lock: a wait looking now sees it busy.
+                // Reserved under the list's lock, where waits and other tries choose too.
                 match best {
-                    Some(session) if idle || !self.may_open_with(list.len()) => {
+                    Some(session)
+                        if session.in_flight() == 0 || !self.may_open_with(list.len()) =>
+                    {
                         return Ok(session.reserve(name));
                     }
-                    best => (best.is_some(), idle),
+                    best => best.is_some(),
                 }
             };
-            debug_assert!(!idle);
-            match self.open().await? {
-                Some(session) => return Ok(session.reserve(name)),
-                None if best => continue,
+            match self.open(Some(name)).await? {
+                Some(Opened::Reserved(reserved)) => return Ok(reserved),
+                Some(Opened::Listed) => continue,
+                None if found => continue,
                 // Every session is opening, waiting or holds the name: the first to free up.
                 None => freed.await,
             }
@@ -163,7 +170,7 @@ impl Sessions {
                 return Ok(Some(session));
             }
             // Opened, it is taken as the others are (above, under the list's lock).
-            if self.open().await?.is_some() {
+            if self.open(None).await?.is_some() {
                 continue;
             }
             tokio::select! {
@@ -179,7 +186,7 @@ impl Sessions {
     }
 
     /// Opens a session; `None` at the limit.
-    async fn open(&self) -> Result<Option<Arc<Session>>, BackendError> {
+    async fn open(&self, try_of: Option<&str>) -> Result<Option<Opened>, BackendError> {
         {
             // The list's lock is never taken inside the count's (choosing takes them the
             // other way round).
@@ -197,19 +204,28 @@ impl Sessions {
             Arc::downgrade(&events),
         )
         .await;
-        *self.opening.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-        self.shared.freed.notify_waiters();
-        match opened {
+        let opened = match opened {
             Ok(session) => {
                 self.shared.unreachable.store(false, Ordering::Relaxed);
-                self.shared.list().push(session.clone());
-                Ok(Some(session))
+                // Listed and, for a try, reserved under the list's lock: no wait takes it
+                // in between (a wait for the same name granted there would let the try in
+                // too: the server counts one session's holds as one owner's).
+                let mut list = self.shared.list();
+                list.push(session.clone());
+                Ok(Some(match try_of {
+                    Some(name) => Opened::Reserved(session.reserve(name)),
+                    None => Opened::Listed,
+                }))
             }
             Err(error) => {
                 self.shared.unreachable.store(true, Ordering::Relaxed);
                 Err(sql::failed("open a session", error))
             }
-        }
+        };
+        // Counted as opening until listed, so that the limit holds throughout.
+        *self.opening.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.shared.freed.notify_waiters();
+        opened
     }
 
     /// Runs `statement` on the control connection (opened again if it broke).
