@@ -232,12 +232,29 @@ pub struct LockRecord {
     pub value: Bytes,
     /// How long it is kept.
     pub retention: Duration,
+    /// Stored only if someone waits for it: an acquisition
+    /// [unless recorded](AcquireArgs::unless_recorded) found the lock held by this hold
+    /// (answered `Busy`); otherwise the release only frees the lock. A waiter whose attempt
+    /// comes after the release finds the lock free, not a record. A backend that cannot tell
+    /// stores the record anyway (that is always correct, only slower). The coalescing layer
+    /// asks this when it keeps no response beyond its execution.
+    pub only_if_awaited: bool,
 }
 
 impl LockRecord {
     /// `value`, kept for `retention`.
     pub fn new(value: Bytes, retention: Duration) -> Self {
-        LockRecord { value, retention }
+        LockRecord {
+            value,
+            retention,
+            only_if_awaited: false,
+        }
+    }
+
+    /// Stored [only if someone waits for it](Self::only_if_awaited).
+    pub fn only_if_awaited(mut self) -> Self {
+        self.only_if_awaited = true;
+        self
     }
 }
 

@@ -1,18 +1,25 @@
 //! Flights in one process: the requests of one coalescing key that arrive while one of
 //! them is out asking the backend wait for it in memory, so that a process sends one
 //! acquisition per key however many of its requests want it.
+//!
+//! Most flights have no follower (distinct keys): the channel that tells followers is made
+//! by the first of them, so that a lone leader costs a map entry and nothing more.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
 use super::outcome::Outcome;
 
-/// The flights of one layer, by lock name.
+/// What a flight's followers hear from: the leader's word, once.
+type Tell = Arc<watch::Sender<Option<Outcome>>>;
+
+/// The flights of one layer, by key digest (a layer's lock names are made from it).
 #[derive(Default)]
 pub(super) struct Flights {
-    open: Mutex<HashMap<String, Arc<watch::Sender<Option<Outcome>>>>>,
+    open: Mutex<HashMap<[u8; 32], Option<Tell>, BuildHasherDefault<DigestHasher>>>,
 }
 
 /// What a request is in its key's flight.
@@ -24,18 +31,18 @@ pub(super) enum Seat {
 }
 
 impl Flights {
-    /// Joins the flight of `name`, or opens one.
-    pub(super) fn board(self: &Arc<Self>, name: &str) -> Seat {
+    /// Joins the flight of the key whose digest is `digest`, or opens one.
+    pub(super) fn board(self: &Arc<Self>, digest: &[u8; 32]) -> Seat {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(flight) = open.get(name) {
-            return Seat::Follower(flight.subscribe());
+        if let Some(flight) = open.get_mut(digest) {
+            let tell = flight.get_or_insert_with(|| Arc::new(watch::Sender::new(None)));
+            return Seat::Follower(tell.subscribe());
         }
-        let tell = Arc::new(watch::Sender::new(None));
-        open.insert(name.to_owned(), tell.clone());
+        open.insert(*digest, None);
         Seat::Leader(FlightLead {
             flights: self.clone(),
-            name: name.to_owned(),
-            tell: Some(tell),
+            digest: *digest,
+            told: false,
         })
     }
 
@@ -47,14 +54,22 @@ impl Flights {
     /// How many requests wait for their flight's leader.
     pub(super) fn followers(&self) -> usize {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.values().map(|flight| flight.receiver_count()).sum()
+        open.values()
+            .flatten()
+            .map(|tell| tell.receiver_count())
+            .sum()
     }
 
-    fn close(&self, name: &str) {
-        self.open
+    /// Closes the flight of `digest` and tells its followers, if it has any.
+    fn close(&self, digest: &[u8; 32], outcome: Outcome) {
+        let flight = self
+            .open
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
+            .remove(digest);
+        if let Some(Some(tell)) = flight {
+            tell.send_replace(Some(outcome));
+        }
     }
 }
 
@@ -62,27 +77,82 @@ impl Flights {
 /// without a word, tells the followers to lead in turn (so that none waits for nothing).
 pub(super) struct FlightLead {
     flights: Arc<Flights>,
-    name: String,
-    tell: Option<Arc<watch::Sender<Option<Outcome>>>>,
+    digest: [u8; 32],
+    told: bool,
 }
 
 impl FlightLead {
-    /// Tells the followers. The flight is closed first: a request that comes after the
-    /// outcome is known starts a flight of its own rather than take an outcome it did not
-    /// wait for.
+    /// Tells the followers. The flight is closed first (in the same step, under the map's
+    /// lock): a request that comes after the outcome is known starts a flight of its own
+    /// rather than take an outcome it did not wait for.
     pub(super) fn tell(mut self, outcome: Outcome) {
-        self.flights.close(&self.name);
-        if let Some(tell) = self.tell.take() {
-            tell.send_replace(Some(outcome));
-        }
+        self.told = true;
+        self.flights.close(&self.digest, outcome);
     }
 }
 
 impl Drop for FlightLead {
     fn drop(&mut self) {
-        if let Some(tell) = self.tell.take() {
-            self.flights.close(&self.name);
-            tell.send_replace(Some(Outcome::LeadNext));
+        if !self.told {
+            self.flights.close(&self.digest, Outcome::LeadNext);
         }
+    }
+}
+
+/// Hashes a key digest (SHA-256: its first eight bytes are as good as a hash gets) without
+/// hashing it again.
+#[derive(Default)]
+pub(super) struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // The digest's bytes come in one piece; a length prefix (a `usize`) adds nothing.
+        for (n, byte) in bytes.iter().take(8).enumerate() {
+            self.0 ^= u64::from(*byte) << (8 * n);
+        }
+    }
+
+    fn write_usize(&mut self, _length: usize) {}
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn followers_hear_their_leader_and_a_lone_leader_makes_no_channel() {
+        let flights = Arc::new(Flights::default());
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        let Seat::Leader(lone) = flights.board(&a) else {
+            panic!("the first leads")
+        };
+        assert!(matches!(flights.open.lock().unwrap().get(&a), Some(None)));
+        let Seat::Leader(lead) = flights.board(&b) else {
+            panic!("another key leads its own flight")
+        };
+        let Seat::Follower(mut hear) = flights.board(&b) else {
+            panic!("the second follows")
+        };
+        assert_eq!((flights.open(), flights.followers()), (2, 1));
+        lead.tell(Outcome::RunYourselves);
+        assert!(matches!(
+            hear.borrow_and_update().as_ref(),
+            Some(Outcome::RunYourselves)
+        ));
+        drop(lone);
+        assert_eq!(flights.open(), 0);
+        // A leader gone without a word: its followers lead in turn.
+        let Seat::Leader(lead) = flights.board(&a) else {
+            panic!("a new flight")
+        };
+        let Seat::Follower(hear) = flights.board(&a) else {
+            panic!("follows")
+        };
+        drop(lead);
+        assert!(matches!(hear.borrow().as_ref(), Some(Outcome::LeadNext)));
     }
 }

@@ -153,8 +153,9 @@ impl CoalesceLayer {
     }
 
     /// How long a response is kept for requests that arrive after it completed (default
-    /// 0: only requests that overlap its execution share it, and, across processes, those
-    /// that come within a second of its end, while other processes' waiters read it).
+    /// 0: only requests that overlap its execution share it; when requests of other
+    /// processes waited for it, it is kept a second while they read it, and those that come
+    /// in that second get it too).
     pub fn window(mut self, window: Duration) -> Self {
         self.config_mut().window = window;
         self

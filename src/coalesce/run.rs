@@ -18,6 +18,7 @@ use super::flight::{FlightLead, Seat};
 use super::key::{key_of, varies_beyond_key, Keyed};
 use super::outcome::{shared_response, Outcome};
 use super::rejection::CoalesceRejection;
+use crate::backend::LockRecord;
 use crate::engine::{DropSafe, LockGuard, LockManager};
 use crate::error::LockError;
 use crate::idempotency::capture::{capture, Captured};
@@ -60,22 +61,29 @@ where
         return Ok(answer(CoalesceRejection::NoManager));
     };
     let request = Request::from_parts(parts, body);
-    let deadline = Instant::now() + config.wait;
+    // When the wait ends: read from the clock once this request first waits (a leader
+    // that never followed has all of it).
+    let mut deadline: Option<Instant> = None;
     loop {
-        let mut hear = match config.flights.board(&name) {
+        let mut hear = match config.flights.board(&digest) {
             Seat::Leader(lead) => {
+                let wait = match deadline {
+                    None => config.wait,
+                    Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+                };
                 let led = Led {
                     config,
                     manager,
                     name,
                     digest,
-                    deadline,
+                    wait,
                     lead,
                 };
                 return led.run(service, request).await;
             }
             Seat::Follower(hear) => hear,
         };
+        let deadline = *deadline.get_or_insert_with(|| Instant::now() + config.wait);
         let heard = tokio::time::timeout_at(deadline, async {
             match hear.wait_for(Option::is_some).await {
                 Ok(outcome) => outcome.clone().unwrap_or(Outcome::LeadNext),
@@ -112,7 +120,8 @@ struct Led {
     manager: LockManager,
     name: String,
     digest: [u8; 32],
-    deadline: Instant,
+    /// How long it may wait for the key's lock.
+    wait: Duration,
     lead: FlightLead,
 }
 
@@ -131,11 +140,10 @@ impl Led {
             .lock(&self.name)
             .unless_recorded()
             .fixed_lease(self.config.lease);
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        let taken = if left.is_zero() {
+        let taken = if self.wait.is_zero() {
             acquisition.try_acquire().await
         } else {
-            acquisition.wait(left).acquire().await
+            acquisition.wait(self.wait).acquire().await
         };
         let Led {
             config,
@@ -222,7 +230,15 @@ where
     // The flight first (it is answered from memory), then the other processes.
     lead.tell(outcome);
     let released = match record {
-        Some(record) => guard.release_recording(record, retention).await,
+        Some(record) => {
+            let mut record = LockRecord::new(record, retention);
+            // Without a window, only the requests that wait now are to have it: when none
+            // does, nothing is stored (the backend tells, in the release's step).
+            if config.window.is_zero() {
+                record = record.only_if_awaited();
+            }
+            guard.release_leaving(record).await
+        }
         None => guard.release().await,
     };
     if let Err(error) = released {

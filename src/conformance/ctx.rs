@@ -59,6 +59,16 @@ impl<'a> Ctx<'a> {
 
     /// Whether the backend inspects (and force-unlocks); if not, the check says so and
     /// passes.
+    /// Whether the backend hands a released lock to a waiter in the same step (or says
+    /// that the check does not apply).
+    pub(super) fn hands_over(&self, check: &str) -> bool {
+        let has = self.capabilities().hands_over;
+        if !has {
+            super::not_applicable(check, self.manager.backend_name(), "hand-overs");
+        }
+        has
+    }
+
     pub(super) fn inspects(&self, check: &str) -> bool {
         let has = self.capabilities().inspects;
         if !has {

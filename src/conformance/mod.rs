@@ -209,7 +209,8 @@ macro_rules! conformance_suite {
             a_release_lets_the_next_local_waiter_in, the_backend_hands_permits_over_once,
             a_silent_release_does_not_hide_the_next_one);
         $crate::conformance_suite!(@module $subject; records:
-            waiters_get_the_record_of_the_holder, a_plain_release_lets_the_next_waiter_in,
+            waiters_get_the_record_of_the_holder, a_record_for_waiters_reaches_them,
+            a_record_for_waiters_outlives_a_hand_over, a_plain_release_lets_the_next_waiter_in,
             a_holder_that_lost_its_lock_stores_nothing, a_record_expires_with_its_retention,
             a_lock_held_for_other_work_is_refused_at_once, other_kinds_have_no_records);
         $crate::conformance_suite!(@module $subject; store_queue:

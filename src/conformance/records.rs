@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::backend::LockRecord;
 use crate::lock::{LockKind, Released};
 use crate::{LockError, LockManager};
 use bytes::Bytes;
@@ -93,6 +94,57 @@ pub async fn waiters_get_the_record_of_the_holder(subject: &dyn Subject) {
     assert_eq!(plain.release().await.unwrap(), Released::Unlocked);
     support::nothing_left_behind(&ctx.manager).await;
     support::nothing_left_behind(&other).await;
+}
+
+/// A record stored [only if awaited](LockRecord::only_if_awaited) reaches the waiters of
+/// every manager: their attempts found the lock held.
+pub async fn a_record_for_waiters_reaches_them(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has_records("a_record_for_waiters_reaches_them")) {
+        return;
+    }
+    let other = ctx.manager_sharing_the_backend().await;
+    let name = support::unique("awaited");
+    let guard = take(&ctx.manager, &name).await;
+    let waiters = [
+        waiter(&ctx.manager, &name, 1).await,
+        waiter(&other, &name, 1).await,
+    ];
+    let result = Bytes::from_static(b"for the waiters");
+    let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
+    assert_eq!(
+        guard.release_leaving(record).await.unwrap(),
+        Released::Unlocked
+    );
+    for waiter in waiters {
+        assert_eq!(recorded(waiter.await.unwrap()), Some(result.clone()));
+    }
+}
+
+/// A waiter of another manager still gets a record stored only if awaited when the lock
+/// went to a waiter of the holder's manager in between (handed over: the other waiter was
+/// not woken, and its word that it waits holds for the new holder too).
+pub async fn a_record_for_waiters_outlives_a_hand_over(subject: &dyn Subject) {
+    let ctx = Ctx::new(subject).await;
+    if !(ctx.has_records("a_record_for_waiters_outlives_a_hand_over")
+        && ctx.hands_over("a_record_for_waiters_outlives_a_hand_over"))
+    {
+        return;
+    }
+    let other = ctx.manager_sharing_the_backend().await;
+    let name = support::unique("awaited-handed-over");
+    let first = take(&ctx.manager, &name).await;
+    let far = waiter(&other, &name, 1).await;
+    let near = waiter(&ctx.manager, &name, 1).await;
+    assert_eq!(first.release().await.unwrap(), Released::HandedOver);
+    let second = near.await.unwrap().expect("handed the lock");
+    let result = Bytes::from_static(b"the second's");
+    let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
+    assert_eq!(
+        second.release_leaving(record).await.unwrap(),
+        Released::Unlocked
+    );
+    assert_eq!(recorded(far.await.unwrap()), Some(result));
 }
 
 /// A holder that leaves no record (its work failed) lets the next waiter take the lock.

@@ -1,5 +1,6 @@
-//! The layer's rules, in one process on the memory backend: credentials, scopes, `vary`,
-//! methods, waits that end, a window, a leader whose client goes away, no manager.
+//! The layer's rules, in one process on the memory backend (and Redis, for what is kept
+//! without a window): credentials, scopes, `vary`, methods, waits that end, a window, a
+//! leader whose client goes away, no manager.
 
 use std::time::Duration;
 
@@ -9,7 +10,8 @@ use tower::ServiceExt;
 use tower_lock::coalesce::{CoalesceLayer, OnWaitEnd};
 use tower_lock::LockManager;
 
-use super::{answer, app, get_with, report, until_waiting, Answer, Origin};
+use super::support::suite::BackendUnderTest;
+use super::{answer, app, get_with, report, two_layers, until_waiting, Answer, Origin};
 
 fn layer() -> CoalesceLayer {
     CoalesceLayer::new().manager(LockManager::memory())
@@ -208,7 +210,7 @@ async fn waiters_whose_wait_ends_run_themselves_or_are_told_to_retry() {
 }
 
 /// A window keeps the response for requests that come after it: they get it without an
-/// execution. Without one, a request after the hand-off (a second) runs the handler.
+/// execution. Without one, a request after the execution runs the handler.
 #[tokio::test]
 async fn a_window_shares_with_later_requests_and_none_runs_again() {
     let origin = Origin::new(report);
@@ -219,16 +221,31 @@ async fn a_window_shares_with_later_requests_and_none_runs_again() {
     assert_eq!(origin.executions(), 1);
     assert!(!first.shared && later.shared);
     assert_eq!(first.body, later.body);
+}
 
+/// Without a window, a response that nobody waited for is not kept (memory and Redis tell
+/// whether anyone waits, in the release's step): the same request right after, through
+/// the other layer (another process, as the backend sees it), runs the handler again.
+async fn a_response_nobody_waited_for_is_not_kept(backend: BackendUnderTest) {
     let origin = Origin::new(report);
     origin.open();
-    let app = super::app(layer(), &origin);
-    get_with(&app, "/report", &[]).await;
-    // Past the hand-off time itself (what is tested is time passing, not a signal).
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let later = get_with(&app, "/report", &[]).await;
-    assert_eq!(origin.executions(), 2);
-    assert!(!later.shared);
+    let layers = two_layers(backend, |layer| layer).await;
+    let apps = layers.map(|layer| app(layer, &origin));
+    for app in [&apps[0], &apps[1], &apps[0]] {
+        let answer = get_with(app, "/report?day=2", &[]).await;
+        assert!(!answer.shared, "{answer:?}");
+    }
+    assert_eq!(origin.executions(), 3);
+}
+
+#[tokio::test]
+async fn a_response_nobody_waited_for_is_not_kept_in_memory() {
+    a_response_nobody_waited_for_is_not_kept(BackendUnderTest::Memory).await;
+}
+
+#[tokio::test]
+async fn a_response_nobody_waited_for_is_not_kept_on_redis() {
+    a_response_nobody_waited_for_is_not_kept(BackendUnderTest::Redis).await;
 }
 
 /// The leader's client goes away: its handler runs on, and the waiters get its response.

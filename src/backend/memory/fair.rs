@@ -135,6 +135,7 @@ impl Locks {
             owner: owner.clone(),
             count: 1,
             expires: now + lease,
+            awaited: false,
         };
         self.held.insert(key.clone(), Entry::Plain(holder));
     }

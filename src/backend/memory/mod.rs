@@ -61,6 +61,9 @@ pub(in crate::backend) struct PlainHolder {
     pub(in crate::backend) owner: OwnerId,
     pub(in crate::backend) count: u32,
     pub(in crate::backend) expires: Instant,
+    /// An acquisition unless recorded found it held by this hold: a record stored
+    /// [only if awaited](crate::backend::LockRecord::only_if_awaited) is stored.
+    pub(in crate::backend) awaited: bool,
 }
 
 impl Entry {

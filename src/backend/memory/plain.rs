@@ -22,6 +22,7 @@ pub(in crate::backend) fn take(
                 owner: args.owner.clone(),
                 count: 1,
                 expires,
+                awaited: false,
             };
             locks.held.insert(args.key.clone(), Entry::Plain(holder));
             Ok(true)
@@ -59,17 +60,19 @@ pub(in crate::backend) fn take_unless_recorded(
             locks.works.insert(args.key.clone(), taken_for);
             Attempt::Acquired
         }
-        (Err(Attempt::Busy(busy)), Some(work)) => {
-            let holder = match locks.live(&args.key, now) {
-                Some(Entry::Plain(holder)) => Some(holder.owner.clone()),
-                _ => None,
+        (Err(Attempt::Busy(busy)), work) => {
+            // `take` found it live: held, not expired.
+            let Some(Entry::Plain(holder)) = locks.held.get_mut(&args.key) else {
+                return Attempt::Busy(busy);
             };
-            match (holder, locks.works.get(&args.key)) {
-                (Some(holder), Some((owner, held_for))) if holder == *owner && held_for != work => {
-                    Attempt::HeldForOtherWork
+            if let (Some(work), Some((owner, held_for))) = (work, locks.works.get(&args.key)) {
+                if holder.owner == *owner && held_for != work {
+                    return Attempt::HeldForOtherWork;
                 }
-                _ => Attempt::Busy(busy),
             }
+            // Someone waits for what this hold leaves.
+            holder.awaited = true;
+            Attempt::Busy(busy)
         }
         (Err(attempt), _) => attempt,
     }
@@ -120,8 +123,16 @@ pub(in crate::backend) fn release_recording(
     args: &ReleaseArgs,
     now: Instant,
 ) -> Released {
+    let awaited = match locks.held.get(&args.key) {
+        Some(Entry::Plain(holder)) => holder.awaited,
+        _ => false,
+    };
     let released = release(locks, args, now);
-    if let (Released::Unlocked, Some(record)) = (released, &args.record) {
+    let record = args
+        .record
+        .as_ref()
+        .filter(|record| awaited || !record.only_if_awaited);
+    if let (Released::Unlocked, Some(record)) = (released, record) {
         locks.records.insert(
             args.key.clone(),
             (record.value.clone(), now + record.retention),

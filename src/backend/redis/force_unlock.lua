@@ -11,6 +11,7 @@
 -- 'foreign' (left alone), holds or permits freed, the foreign type}.
 local PUBLISH = 'publish'
 local WORK = 'tower_lock:work'
+local AWAITED = 'tower_lock:awaited'
 local key, queue, channel, rw_channel, permits, sem_channel =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix = ARGV[1]
@@ -22,8 +23,9 @@ if kind == 'hash' then
     local field, value = flat[i], flat[i + 1]
     if field == 'mode' and (value == 'read' or value == 'write') then
       mode = true
-    elseif field == WORK then
-      -- The work a lock with a record was taken for (`batch.lua`'s claim): no holder.
+    elseif field == WORK or field == AWAITED then
+      -- The work a lock with a record was taken for, the mark that its record is awaited
+      -- (`batch.lua`'s claim): no holders.
     elseif not (string.find(field, ':', 1, true) and tonumber(value)) then
       -- Not a lock's hash (owner ids as fields, hold counts as values): somebody else's.
       return {'foreign', 0, 'hash'}
@@ -32,7 +34,7 @@ if kind == 'hash' then
   local holds = 0
   for i = 1, #flat, 2 do
     local field, count = flat[i], tonumber(flat[i + 1])
-    if field ~= 'mode' and field ~= WORK then
+    if field ~= 'mode' and field ~= WORK and field ~= AWAITED then
       holds = holds + count
       if mode and string.sub(field, -6) ~= ':write' then
         for n = 1, count do

@@ -35,8 +35,9 @@ if kind == 'hash' then
         lease = redis.call('pttl', prefix .. ':' .. owner .. ':rwlock_timeout:' .. n)
       end
     end
-    -- The work a lock with a record was taken for (`batch.lua`'s claim) is no holder.
-    if field ~= 'tower_lock:work' then
+    -- The work a lock with a record was taken for and the mark that its record is awaited
+    -- (`batch.lua`'s claim) are no holders.
+    if field ~= 'tower_lock:work' and field ~= 'tower_lock:awaited' then
       fields[#fields + 1] = field
       fields[#fields + 1] = count
       fields[#fields + 1] = lease

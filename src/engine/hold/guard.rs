@@ -151,11 +151,17 @@ impl LockGuard {
         record: bytes::Bytes,
         retention: Duration,
     ) -> Result<Released, BackendError> {
+        self.release_leaving(LockRecord::new(record, retention))
+            .await
+    }
+
+    /// As [`release_recording`](Self::release_recording), with the record's options (one
+    /// stored [only if awaited](LockRecord::only_if_awaited)).
+    pub(crate) async fn release_leaving(
+        self,
+        record: LockRecord,
+    ) -> Result<Released, BackendError> {
         let mut guard = self;
-        let record = LockRecord {
-            value: record,
-            retention,
-        };
         // In-process and nothing in the way: at once, without a future.
         if let Some(result) = guard.hold().release_now(Some(&record)) {
             guard.hold = None;

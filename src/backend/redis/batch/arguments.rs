@@ -93,9 +93,12 @@ pub(in crate::backend) fn arguments(
                 arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
                     .format(operation.expected)
                     .as_bytes()])));
-                arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
-                    .format(retention)
-                    .as_bytes()])));
+                // Stored only if awaited: the retention's leading '-' (see `batch.lua`).
+                let awaited_only: &[u8] = if record.only_if_awaited { b"-" } else { b"" };
+                arguments.push(Value::Bytes(piece(&[
+                    awaited_only,
+                    itoa::Buffer::new().format(retention).as_bytes(),
+                ])));
                 arguments.push(Value::Bytes(record.value.clone()));
             }
         }

@@ -8,6 +8,8 @@ local NOT_HELD, UNLOCKED, HANDED_OVER = -1, 1, 2
 local RECORDED, HELD_FOR_OTHER_WORK = -5, -7
 -- The field of a lock's hash that names the work a claim took it for.
 local WORK = 'tower_lock:work'
+-- The field of a lock's hash that says a claim found it held: someone waits for its record.
+local AWAITED = 'tower_lock:awaited'
 -- Redisson's UNLOCK message.
 local UNLOCK_MESSAGE = '0'
 -- PUBLISH, or SPUBLISH under sharded pub/sub (the line is rewritten then).
@@ -57,8 +59,14 @@ while i <= n do
     elseif not count then
       result = redis.call('hexists', key, successor) == 1 and HANDED_OVER or NOT_HELD
     elseif count == '1' then
+      -- Those who wait for a record still do: the successor's is theirs.
+      local awaited = redis.call('hexists', key, AWAITED) == 1
       redis.call('del', key)
-      redis.call('hset', key, successor, '1')
+      if awaited then
+        redis.call('hset', key, successor, '1', AWAITED, '1')
+      else
+        redis.call('hset', key, successor, '1')
+      end
       redis.call('pexpire', key, lease)
       result = HANDED_OVER
     else
@@ -95,6 +103,8 @@ while i <= n do
         if held_for and held_for ~= work then
           result = HELD_FOR_OTHER_WORK
         else
+          -- Its holder's record is awaited (not a read-write lock's hash: not ours to mark).
+          if redis.call('hexists', key, 'mode') == 0 then redis.call('hset', key, AWAITED, '1') end
           result = redis.call('pttl', key)
           if result < 0 then result = BUSY_FOREVER end
         end
@@ -102,7 +112,8 @@ while i <= n do
     end
   elseif op == 's' then
     -- A release that stores the record when it ends the owner's last hold. A re-sent one
-    -- that already took effect finds its record and answers UNLOCKED again.
+    -- that already took effect finds its record and answers UNLOCKED again. A retention
+    -- written with a leading '-': stored only if a claim found the lock held (awaited).
     local record, channel = KEYS[k], KEYS[k + 1]
     local expected, retention, value = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
     k = k + 2
@@ -126,12 +137,17 @@ while i <= n do
         redis.call('pexpire', key, lease)
         result = 0
       else
+        local keep = true
+        if string.byte(retention, 1) == 45 then
+          retention = string.sub(retention, 2)
+          keep = redis.call('hexists', key, AWAITED) == 1
+        end
         if j >= defer then
           deleted[#deleted + 1] = key
         else
           redis.call('del', key)
         end
-        redis.call('set', record, value, 'px', retention)
+        if keep then redis.call('set', record, value, 'px', retention) end
         result = UNLOCKED + redis.call(PUBLISH, channel, UNLOCK_MESSAGE)
       end
     end
