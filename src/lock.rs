@@ -13,6 +13,7 @@
 //! # Ok(()) }
 //! ```
 
+pub use crate::backend::LockRecord;
 pub use crate::engine::{
     LockGuard, LockRequest, LossSignal, ManyNames, MultiLockGuard, MultiLockRequest, OneName,
 };

@@ -237,7 +237,7 @@ where
             if config.window.is_zero() {
                 record = record.only_if_awaited();
             }
-            guard.release_leaving(record).await
+            guard.release_with_record(record).await
         }
         None => guard.release().await,
     };

@@ -113,7 +113,7 @@ pub async fn a_record_for_waiters_reaches_them(subject: &dyn Subject) {
     let result = Bytes::from_static(b"for the waiters");
     let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
     assert_eq!(
-        guard.release_leaving(record).await.unwrap(),
+        guard.release_with_record(record).await.unwrap(),
         Released::Unlocked
     );
     for waiter in waiters {
@@ -141,7 +141,7 @@ pub async fn a_record_for_waiters_outlives_a_hand_over(subject: &dyn Subject) {
     let result = Bytes::from_static(b"the second's");
     let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
     assert_eq!(
-        second.release_leaving(record).await.unwrap(),
+        second.release_with_record(record).await.unwrap(),
         Released::Unlocked
     );
     assert_eq!(recorded(far.await.unwrap()), Some(result));

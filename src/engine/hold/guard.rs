@@ -151,16 +151,21 @@ impl LockGuard {
         record: bytes::Bytes,
         retention: Duration,
     ) -> Result<Released, BackendError> {
-        self.release_leaving(LockRecord::new(record, retention))
+        self.release_with_record(LockRecord::new(record, retention))
             .await
     }
 
-    /// As [`release_recording`](Self::release_recording), with the record's options (one
-    /// stored [only if awaited](LockRecord::only_if_awaited)).
-    pub(crate) async fn release_leaving(
-        self,
-        record: LockRecord,
-    ) -> Result<Released, BackendError> {
+    /// As [`release_recording`](Self::release_recording), with the record's options: one
+    /// stored [only if awaited](LockRecord::only_if_awaited) is left only when an
+    /// acquisition unless recorded found the lock held by this hold (someone waits for it);
+    /// otherwise the lock is only freed, and still `Released::Unlocked`.
+    ///
+    /// # Errors
+    /// As [`release_recording`](Self::release_recording).
+    ///
+    /// # Cancel safety
+    /// As [`release`](Self::release): it completes in the background if dropped.
+    pub async fn release_with_record(self, record: LockRecord) -> Result<Released, BackendError> {
         let mut guard = self;
         // In-process and nothing in the way: at once, without a future.
         if let Some(result) = guard.hold().release_now(Some(&record)) {

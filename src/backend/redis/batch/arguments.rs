@@ -52,7 +52,7 @@ pub(in crate::backend) fn arguments(
             OpKind::Acquire | OpKind::HandOver | OpKind::Renew => 1,
         })
         .sum();
-    let mut arguments = Vec::with_capacity(2 + keys + operations.len() * 6 + 2);
+    let mut arguments = Vec::with_capacity(2 + keys + operations.len() * 6 + 3);
     arguments.push(Value::String(sha.clone()));
     arguments.push(Value::Integer(keys as i64));
     let ordered = || layout.order().map(|index| &operations[index]);
@@ -69,7 +69,11 @@ pub(in crate::backend) fn arguments(
         }
     }
     if layout.has_header() {
-        for count in [layout.shared_exists, layout.deferred_from] {
+        for count in [
+            layout.shared_exists,
+            layout.shared_claims,
+            layout.deferred_from,
+        ] {
             arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
                 .format(count)
                 .as_bytes()])));

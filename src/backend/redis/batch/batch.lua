@@ -20,11 +20,17 @@ local n = #ARGV
 local single = n == 3 or ARGV[3] == 'h' or ARGV[3] == 'c' or ARGV[3] == 's'
 local results = single or {}
 local k, i, j = 1, 1, 1
-local free, defer, deleted = 0, n + 1, nil
+local free, claimable, defer, deleted = 0, 0, n + 1, nil
 if not single then
-  local a, d = tonumber(ARGV[1]), tonumber(ARGV[2])
-  i = 3
+  -- A first acquisitions, then C claims, of keys no other operation touches: when none of
+  -- their keys exists (a claim's: its lock and its record), they take them without a look
+  -- of their own.
+  local a, c, d = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  i = 4
   if a > 1 and redis.call('exists', unpack(KEYS, 1, a)) == 0 then free = a end
+  if c > 0 and redis.call('exists', unpack(KEYS, a + 1, a + 2 * c)) == 0 then
+    claimable = a + c
+  end
   if d > 0 then defer, deleted = d, {} end
 end
 while i <= n do
@@ -80,12 +86,18 @@ while i <= n do
     local record, work = KEYS[k], ARGV[i]
     k = k + 1
     i = i + 1
-    local stored = redis.pcall('get', record)
+    -- Free and without a record (the usual case) in one look; else the record, if any,
+    -- and without one the lock exists.
+    local free_now, stored = j <= claimable, false
+    if not free_now then
+      free_now = redis.call('exists', key, record) == 0
+      if not free_now then stored = redis.pcall('get', record) end
+    end
     if type(stored) == 'table' then
       result = stored
     elseif stored then
       result = {RECORDED, stored}
-    elseif redis.call('exists', key) == 0 then
+    elseif free_now then
       if work == '' then
         redis.call('hset', key, owner, '1')
       else
@@ -118,7 +130,15 @@ while i <= n do
     local expected, retention, value = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
     k = k + 2
     i = i + 3
-    local count = redis.pcall('hget', key, owner)
+    local count, keep
+    if string.byte(retention, 1) == 45 then
+      -- The owner's count and the mark in one look.
+      retention = string.sub(retention, 2)
+      count = redis.pcall('hmget', key, owner, AWAITED)
+      if not count.err then count, keep = count[1], count[2] end
+    else
+      count, keep = redis.pcall('hget', key, owner), true
+    end
     if type(count) == 'table' then
       result = count
     elseif not count then
@@ -137,11 +157,6 @@ while i <= n do
         redis.call('pexpire', key, lease)
         result = 0
       else
-        local keep = true
-        if string.byte(retention, 1) == 45 then
-          retention = string.sub(retention, 2)
-          keep = redis.call('hexists', key, AWAITED) == 1
-        end
         if j >= defer then
           deleted[#deleted + 1] = key
         else

@@ -3,9 +3,10 @@
 //!
 //! Operations on a key that no other operation of the call touches commute with all the
 //! others, so they may move: first acquisitions of such keys go to the front (one
-//! multi-key `EXISTS` checks that all are free), last releases (stores of a record among
-//! them) to the back (one multi-key `DEL` at the end). Operations on a shared key keep
-//! their order, in the middle.
+//! multi-key `EXISTS` checks that all are free), then claims of such keys (one multi-key
+//! `EXISTS` checks that all are free and none has a record), last releases (stores of a
+//! record among them) to the back (one multi-key `DEL` at the end). Operations on a shared
+//! key keep their order, in the middle.
 
 use super::operation::{OpKind, Operation};
 
@@ -15,6 +16,8 @@ pub(in crate::backend) struct Layout {
     order: Vec<usize>,
     /// How many leading operations are first acquisitions of keys touched once.
     pub(in crate::backend) shared_exists: usize,
+    /// How many operations after those are claims of keys touched once.
+    pub(in crate::backend) shared_claims: usize,
     /// Position (from 1) of the first trailing last release of a key touched once, when
     /// there are at least two of them; else 0.
     pub(in crate::backend) deferred_from: usize,
@@ -27,6 +30,7 @@ impl Layout {
             return Layout {
                 order: Vec::new(),
                 shared_exists: 0,
+                shared_claims: 0,
                 deferred_from: 0,
             };
         }
@@ -50,21 +54,25 @@ impl Layout {
                 && matches!(operation.kind, OpKind::Release | OpKind::Store)
                 && operation.expected <= 1
         };
+        let claim = |i: usize| alone[i] && operations[i].kind == OpKind::Claim;
         let mut order = Vec::with_capacity(n);
         order.extend((0..n).filter(|&i| front(i)));
         let shared_exists = order.len();
-        order.extend((0..n).filter(|&i| !front(i) && !back(i)));
+        order.extend((0..n).filter(|&i| claim(i)));
+        let shared_claims = order.len() - shared_exists;
+        order.extend((0..n).filter(|&i| !front(i) && !claim(i) && !back(i)));
         let middle_end = order.len();
         order.extend((0..n).filter(|&i| back(i)));
         let deferred = n - middle_end;
         Layout {
             order,
             shared_exists,
+            shared_claims,
             deferred_from: if deferred > 1 { middle_end + 1 } else { 0 },
         }
     }
 
-    /// Whether the call carries the two leading arguments (more than one operation).
+    /// Whether the call carries the three leading arguments (more than one operation).
     pub(in crate::backend) fn has_header(&self) -> bool {
         !self.order.is_empty()
     }
@@ -148,7 +156,23 @@ mod tests {
             operation(OpKind::Store, "b", 1),   // 3: shared key: middle, after 1
         ]);
         assert_eq!(layout.order().collect::<Vec<_>>(), [1, 3, 0, 2]);
-        assert_eq!(layout.shared_exists, 0);
+        assert_eq!((layout.shared_exists, layout.shared_claims), (0, 0));
         assert_eq!(layout.deferred_from, 3);
+    }
+
+    #[test]
+    fn claims_of_keys_touched_once_follow_the_first_acquisitions() {
+        use OpKind::*;
+        let layout = Layout::of(&[
+            operation(Claim, "a", 0),   // 0: a claim of its own key
+            operation(Acquire, "b", 0), // 1: front
+            operation(Claim, "s", 0),   // 2: shared key: middle
+            operation(Store, "s", 1),   // 3: shared key: middle, after 2
+            operation(Claim, "c", 0),   // 4: a claim of its own key
+            operation(Store, "d", 1),   // 5: back
+        ]);
+        assert_eq!(layout.order().collect::<Vec<_>>(), [1, 0, 4, 2, 3, 5]);
+        assert_eq!((layout.shared_exists, layout.shared_claims), (1, 2));
+        assert_eq!(layout.deferred_from, 0);
     }
 }

@@ -59,12 +59,14 @@ const MAX_IN_FLIGHT: usize = 2;
 /// `h` hand-over, followed by a fourth argument, the successor (the lease is the
 /// successor's).
 ///
-/// A call of more than one operation starts with two more arguments, which let the
+/// A call of more than one operation starts with three more arguments, which let the
 /// operations on keys that no other operation of the call touches share Redis calls
 /// (each `redis.call` costs Redis a few thousand instructions, several times what the
 /// command itself does): `A`, the number of leading operations that are first
 /// acquisitions (`0`) of such keys, for which one multi-key `EXISTS` stands in for one
-/// each when none of the keys exists; and `D`, the position of the first of the trailing
+/// each when none of the keys exists; `C`, the number of claims (`c`) of such keys right
+/// after them, for which one multi-key `EXISTS` over their locks and records stands in
+/// for a look each when none exists; and `D`, the position of the first of the trailing
 /// operations that are last releases (`-1`, or a store `s`) of such keys (0: none), whose `DEL`s are
 /// made together by one multi-key `DEL` at the end. Operations on different keys commute,
 /// so the caller may move them to the front or the back; Redis runs the script as one

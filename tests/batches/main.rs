@@ -5,7 +5,10 @@
 //! check what each operation did, locks with a record among them. The last two check that send slots come back when a
 //! runtime ends with operations on their way.
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod records;
 
 use std::time::Duration;
 
@@ -20,7 +23,7 @@ use tower_lock::{LockError, LockManager};
 
 /// Pauses `server` and starts three tries: two take both send slots and the third
 /// queues, so that the operations started next queue behind it and go together.
-async fn paused_with_both_slots_taken(
+pub(crate) async fn paused_with_both_slots_taken(
     server: &RedisServer,
     backend: &RedisBackend,
     locks: &LockManager,
@@ -33,14 +36,14 @@ async fn paused_with_both_slots_taken(
     fillers
 }
 
-async fn wait_queued(backend: &RedisBackend, queued: usize) {
+pub(crate) async fn wait_queued(backend: &RedisBackend, queued: usize) {
     support::eventually(&format!("{queued} operations queued"), || async {
         (backend.queued_operations() == queued).then_some(())
     })
     .await;
 }
 
-fn try_lock(
+pub(crate) fn try_lock(
     locks: &LockManager,
     name: &'static str,
 ) -> tokio::task::JoinHandle<Result<LockGuard, LockError>> {
@@ -158,119 +161,6 @@ async fn operations_on_one_key_keep_their_order_within_a_call() {
         let _ = filler.await.unwrap().unwrap().release().await.unwrap();
     }
     let _ = subscriber.quit().await;
-}
-
-/// Locks with a record go in the same calls as plain operations: a claim that finds a
-/// record gets it, a free one acquires, one for other work is refused, one on a key that
-/// holds other data fails alone, and a last release stores its record, all in one call.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_and_stores_share_calls_with_plain_operations() {
-    let server = RedisServer::start();
-    let admin = support::client(&server.url()).await;
-    let backend = RedisBackend::connect(&server.url()).await.unwrap();
-    let locks = LockManager::builder().backend(backend.clone());
-    let done = locks
-        .lock("done")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
-    let released = done
-        .release_recording(
-            bytes::Bytes::from_static(b"the answer"),
-            Duration::from_secs(60),
-        )
-        .await
-        .unwrap();
-    assert_eq!(released, Released::Unlocked);
-    let storing = locks
-        .lock("storing")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
-    let storing_too = locks
-        .lock("storing-too")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
-    let running = locks
-        .lock("running")
-        .unless_recorded_for(bytes::Bytes::from_static(b"first"))
-        .acquire()
-        .await
-        .unwrap();
-    let _: () = admin
-        .set("not-a-lock", "text", None, None, false)
-        .await
-        .unwrap();
-
-    let fillers = paused_with_both_slots_taken(&server, &backend, &locks).await;
-    let claim = |name: &'static str, work: &'static [u8]| {
-        let locks = locks.clone();
-        tokio::spawn(async move {
-            let request = locks.lock(name);
-            let request = if work.is_empty() {
-                request.unless_recorded()
-            } else {
-                request.unless_recorded_for(bytes::Bytes::from_static(work))
-            };
-            request.try_acquire().await
-        })
-    };
-    let recorded = claim("done", b"");
-    let free = claim("fresh", b"");
-    let other_work = claim("running", b"second");
-    let wrong_type = claim("not-a-lock", b"");
-    let plain = try_lock(&locks, "plain");
-    let store = tokio::spawn(storing.release_recording(
-        bytes::Bytes::from_static(b"stored"),
-        Duration::from_secs(60),
-    ));
-    let store_too = tokio::spawn(
-        storing_too.release_recording(bytes::Bytes::from_static(b"too"), Duration::from_secs(60)),
-    );
-    wait_queued(&backend, 8).await;
-    let batched_before = backend.batched_operations();
-    server.unpause();
-
-    match recorded.await.unwrap() {
-        Err(LockError::Recorded { record, .. }) => assert_eq!(&record[..], b"the answer"),
-        other => panic!("expected the record, got {other:?}"),
-    }
-    let fresh = free
-        .await
-        .unwrap()
-        .expect("a free lock with no record is taken");
-    assert!(matches!(
-        other_work.await.unwrap(),
-        Err(LockError::HeldForOtherWork { .. })
-    ));
-    assert!(matches!(
-        wrong_type.await.unwrap(),
-        Err(LockError::Unavailable(_))
-    ));
-    let plain = plain.await.unwrap().expect("the plain lock is taken");
-    assert_eq!(store.await.unwrap().unwrap(), Released::Unlocked);
-    assert_eq!(store_too.await.unwrap().unwrap(), Released::Unlocked);
-    assert!(backend.batched_operations() - batched_before >= 7);
-    // Two stores of keys touched once: their locks deleted together at the end of the call.
-    for (name, record) in [("storing", "stored"), ("storing-too", "too")] {
-        let stored: Option<String> = admin
-            .get(format!("tower_lock_record:{{{name}}}"))
-            .await
-            .unwrap();
-        assert_eq!(stored.as_deref(), Some(record), "{name}");
-        let exists: i64 = admin.exists(name).await.unwrap();
-        assert_eq!(exists, 0, "{name}: the stored lock is free");
-    }
-    for guard in [fresh, plain, running] {
-        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
-    }
-    for filler in fillers {
-        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
-    }
 }
 
 /// On a cluster, one call carries the operations of one slot: keys that share a hash tag

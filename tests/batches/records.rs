@@ -1,0 +1,222 @@
+//! Locks with a record in shared calls: claims and stores go with plain operations; claims
+//! of keys that no other operation touches share one look when all are free; a store for
+//! waiters keeps its record only if a claim found its lock held.
+
+use std::time::Duration;
+
+use fred::prelude::*;
+use tower_lock::backend::RedisBackend;
+use tower_lock::lock::{LockRecord, Released};
+use tower_lock::{LockError, LockManager};
+
+use super::support::{self, RedisServer};
+use super::{paused_with_both_slots_taken, try_lock, wait_queued};
+
+/// Locks with a record go in the same calls as plain operations: a claim that finds a
+/// record gets it, a free one acquires, one for other work is refused, one on a key that
+/// holds other data fails alone, and a last release stores its record, all in one call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_stores_share_calls_with_plain_operations() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let locks = LockManager::builder().backend(backend.clone());
+    let done = locks
+        .lock("done")
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let released = done
+        .release_recording(
+            bytes::Bytes::from_static(b"the answer"),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(released, Released::Unlocked);
+    let storing = locks
+        .lock("storing")
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let storing_too = locks
+        .lock("storing-too")
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let running = locks
+        .lock("running")
+        .unless_recorded_for(bytes::Bytes::from_static(b"first"))
+        .acquire()
+        .await
+        .unwrap();
+    let _: () = admin
+        .set("not-a-lock", "text", None, None, false)
+        .await
+        .unwrap();
+
+    let fillers = paused_with_both_slots_taken(&server, &backend, &locks).await;
+    let claim = |name: &'static str, work: &'static [u8]| {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let request = locks.lock(name);
+            let request = if work.is_empty() {
+                request.unless_recorded()
+            } else {
+                request.unless_recorded_for(bytes::Bytes::from_static(work))
+            };
+            request.try_acquire().await
+        })
+    };
+    let recorded = claim("done", b"");
+    let free = claim("fresh", b"");
+    let other_work = claim("running", b"second");
+    let wrong_type = claim("not-a-lock", b"");
+    let plain = try_lock(&locks, "plain");
+    let store = tokio::spawn(storing.release_recording(
+        bytes::Bytes::from_static(b"stored"),
+        Duration::from_secs(60),
+    ));
+    let store_too = tokio::spawn(
+        storing_too.release_recording(bytes::Bytes::from_static(b"too"), Duration::from_secs(60)),
+    );
+    wait_queued(&backend, 8).await;
+    let batched_before = backend.batched_operations();
+    server.unpause();
+
+    match recorded.await.unwrap() {
+        Err(LockError::Recorded { record, .. }) => assert_eq!(&record[..], b"the answer"),
+        other => panic!("expected the record, got {other:?}"),
+    }
+    let fresh = free
+        .await
+        .unwrap()
+        .expect("a free lock with no record is taken");
+    assert!(matches!(
+        other_work.await.unwrap(),
+        Err(LockError::HeldForOtherWork { .. })
+    ));
+    assert!(matches!(
+        wrong_type.await.unwrap(),
+        Err(LockError::Unavailable(_))
+    ));
+    let plain = plain.await.unwrap().expect("the plain lock is taken");
+    assert_eq!(store.await.unwrap().unwrap(), Released::Unlocked);
+    assert_eq!(store_too.await.unwrap().unwrap(), Released::Unlocked);
+    assert!(backend.batched_operations() - batched_before >= 7);
+    // Two stores of keys touched once: their locks deleted together at the end of the call.
+    for (name, record) in [("storing", "stored"), ("storing-too", "too")] {
+        let stored: Option<String> = admin
+            .get(format!("tower_lock_record:{{{name}}}"))
+            .await
+            .unwrap();
+        assert_eq!(stored.as_deref(), Some(record), "{name}");
+        let exists: i64 = admin.exists(name).await.unwrap();
+        assert_eq!(exists, 0, "{name}: the stored lock is free");
+    }
+    for guard in [fresh, plain, running] {
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+    for filler in fillers {
+        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
+    }
+}
+
+/// Claims of keys touched once, all free, share one multi-key `EXISTS` (the script's
+/// calls are counted by the server); in the same call, a store for waiters of a lock that
+/// a claim found held keeps its record, and one that nobody waited for frees its lock only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_records() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let backend = RedisBackend::connect(&server.url()).await.unwrap();
+    let locks = LockManager::builder().backend(backend.clone());
+    let other = LockManager::builder().redis(&server.url()).await.unwrap();
+    let awaited = locks
+        .lock("awaited")
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let alone = locks
+        .lock("alone")
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    // Another process's claim finds `awaited` held: it waits for its record.
+    assert!(matches!(
+        other.lock("awaited").unless_recorded().try_acquire().await,
+        Err(LockError::TimedOut { .. })
+    ));
+    let _: () = admin
+        .custom(fred::cmd!("CONFIG"), vec!["RESETSTAT"])
+        .await
+        .unwrap();
+
+    let fillers = paused_with_both_slots_taken(&server, &backend, &locks).await;
+    let claims: Vec<_> = ["free-1", "free-2", "free-3"]
+        .into_iter()
+        .map(|name| {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.lock(name).unless_recorded().try_acquire().await })
+        })
+        .collect();
+    let for_waiters = |value: &'static [u8]| {
+        LockRecord::new(bytes::Bytes::from_static(value), Duration::from_secs(60)).only_if_awaited()
+    };
+    let stores = [
+        tokio::spawn(awaited.release_with_record(for_waiters(b"for the waiter"))),
+        tokio::spawn(alone.release_with_record(for_waiters(b"for nobody"))),
+    ];
+    wait_queued(&backend, 6).await;
+    server.unpause();
+
+    let mut guards = Vec::new();
+    for claim in claims {
+        guards.push(
+            claim
+                .await
+                .unwrap()
+                .expect("a free lock with no record is taken"),
+        );
+    }
+    for store in stores {
+        assert_eq!(store.await.unwrap().unwrap(), Released::Unlocked);
+    }
+    for filler in fillers {
+        guards.push(filler.await.unwrap().unwrap());
+    }
+    // Two single tries and the queued one look each; the three claims look once.
+    let stats: String = admin
+        .custom(fred::cmd!("INFO"), vec!["commandstats"])
+        .await
+        .unwrap();
+    let exists = stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_exists:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .expect("EXISTS was called");
+    assert_eq!(exists, "4", "{stats}");
+    let record = |name: &str| {
+        let admin = admin.clone();
+        let key = format!("tower_lock_record:{{{name}}}");
+        async move { admin.get::<Option<String>, _>(key).await.unwrap() }
+    };
+    assert_eq!(record("awaited").await.as_deref(), Some("for the waiter"));
+    assert_eq!(record("alone").await, None, "nobody waited: nothing stored");
+    for name in ["awaited", "alone"] {
+        let exists: i64 = admin.exists(name).await.unwrap();
+        assert_eq!(exists, 0, "{name} is free");
+    }
+    match other.lock("awaited").unless_recorded().try_acquire().await {
+        Err(LockError::Recorded { record, .. }) => assert_eq!(&record[..], b"for the waiter"),
+        other => panic!("expected the record, got {other:?}"),
+    }
+    for guard in guards {
+        assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
+    }
+}
