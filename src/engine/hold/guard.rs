@@ -165,8 +165,17 @@ impl LockGuard {
     ///
     /// # Cancel safety
     /// As [`release`](Self::release): it completes in the background if dropped.
-    pub async fn release_with_record(self, record: LockRecord) -> Result<Released, BackendError> {
+    pub async fn release_with_record(
+        self,
+        mut record: LockRecord,
+    ) -> Result<Released, BackendError> {
         let mut guard = self;
+        // Waiters of this manager queue behind its holder without asking the backend (it
+        // cannot know of them): with any queued, the record is awaited.
+        let hold = guard.hold();
+        if record.only_if_awaited && hold.manager().queues().queued(hold.key()) > 0 {
+            record.only_if_awaited = false;
+        }
         // In-process and nothing in the way: at once, without a future.
         if let Some(result) = guard.hold().release_now(Some(&record)) {
             guard.hold = None;
