@@ -65,6 +65,20 @@ impl Notices {
         self.queues.unlocked(key, 1);
     }
 
+    /// Another process's release of `key` stored `record` for the acquisitions
+    /// [unless recorded](super::AcquireArgs::unless_recorded) that found the lock held: the
+    /// local waiters queued now answer with it without another attempt. A backend sends it
+    /// before the [`unlocked`](Self::unlocked) of the same release, if it can.
+    pub fn recorded(&self, key: &LockKey, record: &bytes::Bytes) {
+        self.queues.record_arrived(key, record);
+    }
+
+    /// Whether the first local waiter of `key` takes the lock only unless it has a record:
+    /// a backend that sends records to waiters listens for those of `key` too.
+    pub fn waits_for_records(&self, key: &LockKey) -> bool {
+        self.queues.waits_for_records(key)
+    }
+
     /// Another process released `key` ending a run of `holds` holds in a row (a tower-lock
     /// process announces the runs of hand-overs it ends: see
     /// [`ReleaseArgs::announce_run`](super::ReleaseArgs::announce_run)): as

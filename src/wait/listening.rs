@@ -57,6 +57,28 @@ impl WaitQueues {
         }
     }
 
+    /// Another process's release of `key` stored `record` for its waiters: those queued now
+    /// have it and are woken (one taking the lock unless recorded answers with it; any
+    /// other waits on for the unlock message that follows). Only those queued now: one that
+    /// queues later asks the backend, whose record may have expired by then.
+    pub(crate) fn record_arrived(&self, key: &LockKey, record: &bytes::Bytes) {
+        if let Some(queue) = self.lock(key).queues.get_mut(key) {
+            for waiter in &queue.waiters {
+                *waiter.record.lock().unwrap_or_else(|e| e.into_inner()) = Some(record.clone());
+                waiter.signal(true);
+            }
+        }
+    }
+
+    /// Whether the first local waiter of `key` takes the lock only unless it has a record
+    /// (the backend then listens for the records sent to waiters too).
+    pub(crate) fn waits_for_records(&self, key: &LockKey) -> bool {
+        self.lock(key)
+            .queues
+            .get(key)
+            .is_some_and(|queue| queue.records)
+    }
+
     /// The kind the local waiters of `key` wait for (the backend listens on that kind's
     /// channel), if it has any.
     pub(crate) fn waiting_kind(&self, key: &LockKey) -> Option<LockKind> {

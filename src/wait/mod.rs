@@ -257,11 +257,12 @@ impl WaitQueues {
 
     /// Enqueues a waiter for lock `kind` at the back of `key`'s queue, acquiring as
     /// `owner` with `lease`. `found` is what the caller's attempt just found, if it made
-    /// one.
+    /// one. `records`: it takes the lock only unless it has a record (for a queue's first
+    /// waiter, the backend then listens for records too).
     pub(crate) fn join(
         &self,
         key: &LockKey,
-        kind: LockKind,
+        (kind, records): (LockKind, bool),
         found: Found,
         owner: &OwnerId,
         lease: std::time::Duration,
@@ -275,6 +276,7 @@ impl WaitQueues {
             owner: owner.clone(),
             lease,
             offer: Mutex::new(OfferState::Idle),
+            record: Mutex::new(None),
         });
         let mut state = self.lock(key);
         let created = !state.queues.contains_key(key);
@@ -286,6 +288,7 @@ impl WaitQueues {
             turns: Default::default(),
             kind,
             recorded: false,
+            records,
             held_back: None,
             signals: 0,
         });

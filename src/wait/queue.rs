@@ -27,6 +27,9 @@ pub(super) struct Queue {
     /// A waiter found the lock's record (see `LockRequest::unless_recorded`): every waiter
     /// will, so all look at once rather than one after another.
     pub(super) recorded: bool,
+    /// Its first waiter takes the lock only unless it has a record: the backend also
+    /// listens for the records that releases send to such waiters.
+    pub(super) records: bool,
     /// The head was held back by a waiting writer's mark (see `Rules::held_back_by_marks`),
     /// which ends at this instant as last reported unless renewed. Meanwhile the waiters
     /// that the marks hold back do not block the queue: the first waiter they do not hold
@@ -133,6 +136,9 @@ pub(crate) struct Waiter {
     pub(super) lease: std::time::Duration,
     /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
     pub(super) offer: Mutex<OfferState>,
+    /// The record another process's release stored while this waiter waited, as its
+    /// message brought it (see `WaitQueues::record_arrived`).
+    pub(super) record: Mutex<Option<bytes::Bytes>>,
 }
 
 impl Waiter {

@@ -48,7 +48,7 @@ fn waiting(queues: &WaitQueues, key: &LockKey, owner: &str) -> Ticket {
     let owner = OwnerId::from_raw(owner);
     queues.join(
         key,
-        LockKind::Plain,
+        (LockKind::Plain, false),
         Found::Nothing,
         &owner,
         Duration::from_secs(30),
@@ -230,7 +230,13 @@ async fn queues_ready_at_once_keep_no_changes() {
 
 fn waiting_for(queues: &WaitQueues, key: &LockKey, kind: LockKind, owner: &str) -> Ticket {
     let owner = OwnerId::from_raw(owner);
-    queues.join(key, kind, Found::Nothing, &owner, Duration::from_secs(30))
+    queues.join(
+        key,
+        (kind, false),
+        Found::Nothing,
+        &owner,
+        Duration::from_secs(30),
+    )
 }
 
 /// Readers that a waiting writer's mark holds back do not block the queue: the writer
@@ -318,4 +324,38 @@ async fn a_release_while_an_attempt_is_on_its_way_still_wakes_the_waiter() {
         panic!("the reader waits")
     };
     assert_eq!(until, Instant::now() + delay, "not for the mark's end");
+}
+
+/// A record that another process's release sent goes to the waiters queued when it
+/// arrives, and wakes them; a waiter that queues later does not get it (it asks the
+/// backend, where the record may have expired). A queue whose first waiter takes the lock
+/// unless recorded says so, for the backend to listen for records too.
+#[tokio::test]
+async fn a_record_sent_to_waiters_reaches_those_queued_then() {
+    let queues = WaitQueues::new(false);
+    let key = LockKey::new("", "report", 64).unwrap();
+    let owner = OwnerId::from_raw("a:1");
+    let first = queues.join(
+        &key,
+        (LockKind::Plain, true),
+        Found::Nothing,
+        &owner,
+        Duration::from_secs(30),
+    );
+    assert!(queues.waits_for_records(&key));
+    let second = waiting(&queues, &key, "a:2");
+    let record = bytes::Bytes::from_static(b"the response");
+    queues.record_arrived(&key, &record);
+    for ticket in [&first, &second] {
+        ticket.signalled().await;
+        assert_eq!(ticket.take_record(), Some(record.clone()));
+        assert_eq!(ticket.take_record(), None, "taken once");
+    }
+    let later = waiting(&queues, &key, "a:3");
+    assert_eq!(later.take_record(), None);
+    drop((first, second, later));
+    assert!(!queues.waits_for_records(&key), "no queue left");
+    let plain = waiting(&queues, &key, "a:4");
+    assert!(!queues.waits_for_records(&key));
+    drop(plain);
 }

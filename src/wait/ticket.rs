@@ -104,6 +104,16 @@ impl Ticket {
         *self.waiter.offer() = OfferState::Idle;
     }
 
+    /// The record that another process's release sent this waiter, if any (see
+    /// [`WaitQueues::record_arrived`]).
+    pub(crate) fn take_record(&self) -> Option<bytes::Bytes> {
+        self.waiter
+            .record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
     /// The waiter found the lock's record: every other waiter of the name looks at once
     /// (they will find it too).
     pub(crate) fn recorded(&self) {

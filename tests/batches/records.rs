@@ -220,3 +220,91 @@ async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_rec
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
 }
+
+/// The script calls the server has run since its statistics were reset (not counting
+/// those refused because the script was not loaded yet: the client loads it and sends the
+/// call again).
+async fn script_calls(admin: &Client) -> u64 {
+    let stats: String = admin
+        .custom(fred::cmd!("INFO"), vec!["commandstats"])
+        .await
+        .unwrap();
+    let Some(line) = stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
+    else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        line.split(',')
+            .find_map(|pair| pair.strip_prefix(name))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
+    };
+    field("calls=") - field("failed_calls=")
+}
+
+/// A store for waiters sends its record on tower-lock's record channel (never on
+/// Redisson's lock channel, whose messages Redisson reads as numbers), before the unlock
+/// message: a waiter of another process answers with it without asking again. Counted by
+/// the server: the holder's acquisition, the waiter's first claim and its look once
+/// subscribed, then the store — and nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let holder = LockManager::builder().redis(&server.url()).await.unwrap();
+    let other = LockManager::builder().redis(&server.url()).await.unwrap();
+    let _: () = admin
+        .custom(fred::cmd!("CONFIG"), vec!["RESETSTAT"])
+        .await
+        .unwrap();
+    let guard = holder
+        .lock("report")
+        .unless_recorded()
+        .acquire()
+        .await
+        .unwrap();
+    let waiter = {
+        let other = other.clone();
+        tokio::spawn(async move {
+            other
+                .lock("report")
+                .unless_recorded()
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    // Subscribed to both channels, and its look once subscribed made (found it held).
+    support::eventually("the waiter listens and has looked again", || async {
+        let counts: Vec<(String, i64)> = admin
+            .custom(
+                fred::cmd!("PUBSUB"),
+                vec![
+                    "NUMSUB",
+                    "redisson_lock__channel:{report}",
+                    "tower_lock_record_channel:{report}",
+                ],
+            )
+            .await
+            .ok()?;
+        let listening = counts.iter().all(|(_, n)| *n == 1);
+        (listening && script_calls(&admin).await == 3).then_some(())
+    })
+    .await;
+    let record = LockRecord::new(
+        bytes::Bytes::from_static(b"for the waiter"),
+        Duration::from_secs(60),
+    )
+    .only_if_awaited();
+    assert_eq!(
+        guard.release_with_record(record).await.unwrap(),
+        Released::Unlocked
+    );
+    match waiter.await.unwrap() {
+        Err(LockError::Recorded { record, .. }) => assert_eq!(&record[..], b"for the waiter"),
+        other => panic!("expected the record, got {other:?}"),
+    }
+    assert_eq!(script_calls(&admin).await, 4, "the waiter asked again");
+}

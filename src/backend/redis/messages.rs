@@ -9,7 +9,9 @@ use fred::prelude::*;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::echoes::Echoes;
-use super::names::{keys_of_channel, keys_of_read_write_channel, keys_of_semaphore_channel};
+use super::names::{
+    keys_of_channel, keys_of_read_write_channel, keys_of_record_channel, keys_of_semaphore_channel,
+};
 use super::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::backend::redis::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
@@ -32,6 +34,17 @@ pub(in crate::backend) async fn deliver_messages(
             Ok(message) => {
                 if let Some((key, owner)) = waiters.waiter(&message.channel) {
                     notices.turn(&key, &owner);
+                    continue;
+                }
+                // A record sent to the waiters of a lock taken unless recorded (before the
+                // unlock message of its release, on the lock's own channel).
+                if let Some(keys) = keys_of_record_channel(&message.channel) {
+                    if let Some(record) = message.value.as_bytes() {
+                        let record = bytes::Bytes::copy_from_slice(record);
+                        for key in keys {
+                            notices.recorded(&key, &record);
+                        }
+                    }
                     continue;
                 }
                 let text = message.value.as_str();

@@ -15,6 +15,7 @@ const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue:";
 const FAIR_DEADLINES_PREFIX: &str = "redisson_lock_timeout:";
 const FENCING_TOKENS_PREFIX: &str = "redisson_lock_token:";
 const RECORD_PREFIX: &str = "tower_lock_record:";
+const RECORD_CHANNEL_PREFIX: &str = "tower_lock_record_channel:";
 const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc:";
 
 /// Redisson's `prefixName(prefix, key)` in parts, to be joined or written where needed:
@@ -101,6 +102,27 @@ pub(in crate::backend) fn fair_channel(key: &LockKey, owner: &crate::key::OwnerI
 /// `tower_lock_record:{<key>}` (braces as Redisson's, so it shares the lock's slot).
 pub(in crate::backend) fn record_parts(key: &LockKey) -> [&str; 4] {
     prefixed_parts(RECORD_PREFIX, key)
+}
+
+/// The channel on which a release that stores the record of `key` for waiters sends it:
+/// `tower_lock_record_channel:{<key>}` (tower-lock's own: Redisson's lock channel carries
+/// numbers only, and a Redisson client reads every message on it as one).
+pub(in crate::backend) fn record_channel(key: &LockKey) -> String {
+    prefixed(RECORD_CHANNEL_PREFIX, key)
+}
+
+/// [`record_channel`] in parts, to be written where it is needed.
+pub(in crate::backend) fn record_channel_parts(key: &LockKey) -> [&str; 4] {
+    prefixed_parts(RECORD_CHANNEL_PREFIX, key)
+}
+
+/// The keys whose record channel `channel` is (as [`keys_of_channel`]), if it is one.
+pub(in crate::backend) fn keys_of_record_channel(
+    channel: &str,
+) -> Option<impl Iterator<Item = LockKey> + '_> {
+    channel
+        .starts_with(RECORD_CHANNEL_PREFIX)
+        .then(|| keys_after(channel, RECORD_CHANNEL_PREFIX))
 }
 
 /// [`unlock_channel`] in parts, to be written where it is needed.

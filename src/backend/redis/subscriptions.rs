@@ -14,7 +14,7 @@ use super::channel_use::ChannelUse;
 use super::channels::Channels;
 use super::echoes::Echoes;
 use super::messages::deliver_messages;
-use super::names::waiting_channel;
+use super::names::{record_channel, waiting_channel};
 use super::waiter_channels::WaiterChannels;
 use crate::backend::Notices;
 use crate::key::{KeyMap, LockKey};
@@ -70,8 +70,10 @@ async fn follow_waiters(
     echoes: Arc<Echoes>,
     waiters: WaiterChannels,
 ) {
-    // Each subscribed name's channel (the plain lock's, or the read-write lock's).
+    // Each subscribed name's channel (the plain lock's, or the read-write lock's), and the
+    // record channel of those whose first waiter takes the lock unless recorded.
     let mut subscribed: KeyMap<String> = KeyMap::default();
+    let mut records_on: KeyMap<String> = KeyMap::default();
     let mut names_on = ChannelUse::default();
     let mut retry_delay = Duration::from_millis(50);
     let mut failed: Vec<(LockKey, bool)> = Vec::new();
@@ -118,12 +120,23 @@ async fn follow_waiters(
                 .iter()
                 .map(|key| waiting_channel(key, notices.waiting_kind(key)))
                 .collect();
-            match channels.subscribe(names_on.first_of(&wanted)).await {
+            let records: Vec<(LockKey, String)> = add
+                .iter()
+                .filter(|key| notices.waits_for_records(key))
+                .map(|key| (key.clone(), record_channel(key)))
+                .collect();
+            let all: Vec<String> = wanted
+                .iter()
+                .cloned()
+                .chain(records.iter().map(|(_, channel)| channel.clone()))
+                .collect();
+            match channels.subscribe(names_on.first_of(&all)).await {
                 Ok(()) => {
-                    names_on.add(&wanted);
+                    names_on.add(&all);
                     echoes.subscribed(&add);
                     notices.subscribed(&add);
                     subscribed.extend(add.into_iter().zip(wanted));
+                    records_on.extend(records);
                 }
                 Err(e) => {
                     throttled!(warn, error = %e, "tower-lock: cannot subscribe to unlock channels; retrying");
@@ -134,7 +147,9 @@ async fn follow_waiters(
         if !remove.is_empty() {
             let leaving: Vec<String> = remove
                 .iter()
-                .filter_map(|key| subscribed.get(key).cloned())
+                .flat_map(|key| [subscribed.get(key), records_on.get(key)])
+                .flatten()
+                .cloned()
                 .collect();
             match channels.unsubscribe(names_on.last_of(&leaving)).await {
                 Ok(()) => {
@@ -142,6 +157,7 @@ async fn follow_waiters(
                     echoes.unsubscribed(&remove);
                     for key in &remove {
                         subscribed.remove(key);
+                        records_on.remove(key);
                     }
                 }
                 Err(e) => {

@@ -126,19 +126,15 @@ while i <= n do
     -- A release that stores the record when it ends the owner's last hold. A re-sent one
     -- that already took effect finds its record and answers UNLOCKED again. A retention
     -- written with a leading '-': stored only if a claim found the lock held (awaited).
-    local record, channel = KEYS[k], KEYS[k + 1]
+    local record, channel, record_channel = KEYS[k], KEYS[k + 1], KEYS[k + 2]
     local expected, retention, value = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
-    k = k + 2
+    k = k + 3
     i = i + 3
-    local count, keep
-    if string.byte(retention, 1) == 45 then
-      -- The owner's count and the mark in one look.
-      retention = string.sub(retention, 2)
-      count = redis.pcall('hmget', key, owner, AWAITED)
-      if not count.err then count, keep = count[1], count[2] end
-    else
-      count, keep = redis.pcall('hget', key, owner), true
-    end
+    -- The owner's count and whether a claim found the lock held, in one look.
+    local awaited_only, awaited = string.byte(retention, 1) == 45, false
+    if awaited_only then retention = string.sub(retention, 2) end
+    local count = redis.pcall('hmget', key, owner, AWAITED)
+    if not count.err then count, awaited = count[1], count[2] end
     if type(count) == 'table' then
       result = count
     elseif not count then
@@ -162,7 +158,12 @@ while i <= n do
         else
           redis.call('del', key)
         end
-        if keep then redis.call('set', record, value, 'px', retention) end
+        if awaited or not awaited_only then
+          redis.call('set', record, value, 'px', retention)
+        end
+        -- Those who wait get the record on tower-lock's channel, before the news that
+        -- would have them ask for it.
+        if awaited then redis.call(PUBLISH, record_channel, value) end
         result = UNLOCKED + redis.call(PUBLISH, channel, UNLOCK_MESSAGE)
       end
     end

@@ -46,8 +46,9 @@ pub(in crate::backend) enum OpKind {
     /// answered with the record when it has one. Keys: the lock and its record.
     Claim,
     /// A release that stores [`Operation::record`] when it ends the owner's last hold, in
-    /// the same step, and publishes as a last release does. Keys: the lock, its record and
-    /// its channel.
+    /// the same step, and publishes as a last release does (and, when a claim found the
+    /// lock held, the record on the record's channel first). Keys: the lock, its record, its
+    /// channel and the record's channel.
     Store,
 }
 

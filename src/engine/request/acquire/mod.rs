@@ -179,13 +179,24 @@ impl<'a> Acquisition<'a> {
         first_error: Option<BackendError>,
     ) -> Result<Grant, LockError> {
         let (inner, want) = (self.inner, self.want);
-        let ticket = inner
-            .queues()
-            .join(&want.key, want.kind, found, &want.owner, want.lease);
+        let ticket = inner.queues().join(
+            &want.key,
+            (want.kind, want.unless_recorded),
+            found,
+            &want.owner,
+            want.lease,
+        );
         let mut queued = QueuedWaiter::new(ticket, inner, want);
         let mut last_error = first_error;
         let mut error_retry = ERROR_RETRY;
         loop {
+            // The release this waiter waited for sent its record (another process's): the
+            // answer an attempt would get, a round trip sooner.
+            if want.unless_recorded {
+                if let Some(record) = queued.ticket().take_record() {
+                    return Err(self.recorded(record));
+                }
+            }
             match queued.ticket().turn() {
                 Turn::Try => {
                     let sent = Instant::now();
