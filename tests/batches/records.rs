@@ -6,11 +6,66 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use tower_lock::backend::RedisBackend;
-use tower_lock::lock::{LockRecord, Released};
+use tower_lock::lock::{LockGuard, LockRecord, Released};
 use tower_lock::{LockError, LockManager};
 
 use super::support::{self, RedisServer};
 use super::{paused_with_both_slots_taken, try_lock, wait_queued};
+
+/// `name` taken unless it has a record (it has none and is free).
+async fn claimed(locks: &LockManager, name: &str) -> LockGuard {
+    locks.lock(name).unless_recorded().acquire().await.unwrap()
+}
+
+/// A single try of `name` unless it has a record, for `work` if not empty, in a task.
+fn try_claim(
+    locks: &LockManager,
+    name: &'static str,
+    work: &'static [u8],
+) -> tokio::task::JoinHandle<Result<LockGuard, LockError>> {
+    let locks = locks.clone();
+    tokio::spawn(async move {
+        let request = locks.lock(name);
+        let request = if work.is_empty() {
+            request.unless_recorded()
+        } else {
+            request.unless_recorded_for(bytes::Bytes::from_static(work))
+        };
+        request.try_acquire().await
+    })
+}
+
+/// Clears the server's counts of commands run.
+async fn reset_stats(admin: &Client) {
+    let _: () = admin
+        .custom(fred::cmd!("CONFIG"), vec!["RESETSTAT"])
+        .await
+        .unwrap();
+}
+
+/// How many times the server ran `command` since its counts were cleared, scripts' calls
+/// included (not counting the calls it refused, such as a script call before the script
+/// was loaded: the client loads it and sends the call again).
+async fn calls(admin: &Client, command: &str) -> u64 {
+    let stats: String = admin
+        .custom(fred::cmd!("INFO"), vec!["commandstats"])
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:");
+    let Some(line) = stats
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+    else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        line.split(',')
+            .find_map(|pair| pair.strip_prefix(name))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
+    };
+    field("calls=") - field("failed_calls=")
+}
 
 /// Locks with a record go in the same calls as plain operations: a claim that finds a
 /// record gets it, a free one acquires, one for other work is refused, one on a key that
@@ -21,12 +76,7 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
     let admin = support::client(&server.url()).await;
     let backend = RedisBackend::connect(&server.url()).await.unwrap();
     let locks = LockManager::builder().backend(backend.clone());
-    let done = locks
-        .lock("done")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let done = claimed(&locks, "done").await;
     let released = done
         .release_recording(
             bytes::Bytes::from_static(b"the answer"),
@@ -35,18 +85,8 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
         .await
         .unwrap();
     assert_eq!(released, Released::Unlocked);
-    let storing = locks
-        .lock("storing")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
-    let storing_too = locks
-        .lock("storing-too")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let storing = claimed(&locks, "storing").await;
+    let storing_too = claimed(&locks, "storing-too").await;
     let running = locks
         .lock("running")
         .unless_recorded_for(bytes::Bytes::from_static(b"first"))
@@ -59,22 +99,10 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
         .unwrap();
 
     let fillers = paused_with_both_slots_taken(&server, &backend, &locks).await;
-    let claim = |name: &'static str, work: &'static [u8]| {
-        let locks = locks.clone();
-        tokio::spawn(async move {
-            let request = locks.lock(name);
-            let request = if work.is_empty() {
-                request.unless_recorded()
-            } else {
-                request.unless_recorded_for(bytes::Bytes::from_static(work))
-            };
-            request.try_acquire().await
-        })
-    };
-    let recorded = claim("done", b"");
-    let free = claim("fresh", b"");
-    let other_work = claim("running", b"second");
-    let wrong_type = claim("not-a-lock", b"");
+    let recorded = try_claim(&locks, "done", b"");
+    let free = try_claim(&locks, "fresh", b"");
+    let other_work = try_claim(&locks, "running", b"second");
+    let wrong_type = try_claim(&locks, "not-a-lock", b"");
     let plain = try_lock(&locks, "plain");
     let store = tokio::spawn(storing.release_recording(
         bytes::Bytes::from_static(b"stored"),
@@ -135,36 +163,17 @@ async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_rec
     let backend = RedisBackend::connect(&server.url()).await.unwrap();
     let locks = LockManager::builder().backend(backend.clone());
     let other = LockManager::builder().redis(&server.url()).await.unwrap();
-    let awaited = locks
-        .lock("awaited")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
-    let alone = locks
-        .lock("alone")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    let awaited = claimed(&locks, "awaited").await;
+    let alone = claimed(&locks, "alone").await;
     // Another process's claim finds `awaited` held: it waits for its record.
     assert!(matches!(
         other.lock("awaited").unless_recorded().try_acquire().await,
         Err(LockError::TimedOut { .. })
     ));
-    let _: () = admin
-        .custom(fred::cmd!("CONFIG"), vec!["RESETSTAT"])
-        .await
-        .unwrap();
+    reset_stats(&admin).await;
 
     let fillers = paused_with_both_slots_taken(&server, &backend, &locks).await;
-    let claims: Vec<_> = ["free-1", "free-2", "free-3"]
-        .into_iter()
-        .map(|name| {
-            let locks = locks.clone();
-            tokio::spawn(async move { locks.lock(name).unless_recorded().try_acquire().await })
-        })
-        .collect();
+    let claims = ["free-1", "free-2", "free-3"].map(|name| try_claim(&locks, name, b""));
     let for_waiters = |value: &'static [u8]| {
         LockRecord::new(bytes::Bytes::from_static(value), Duration::from_secs(60)).only_if_awaited()
     };
@@ -191,16 +200,7 @@ async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_rec
         guards.push(filler.await.unwrap().unwrap());
     }
     // Two single tries and the queued one look each; the three claims look once.
-    let stats: String = admin
-        .custom(fred::cmd!("INFO"), vec!["commandstats"])
-        .await
-        .unwrap();
-    let exists = stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_exists:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .expect("EXISTS was called");
-    assert_eq!(exists, "4", "{stats}");
+    assert_eq!(calls(&admin, "exists").await, 4);
     let record = |name: &str| {
         let admin = admin.clone();
         let key = format!("tower_lock_record:{{{name}}}");
@@ -221,29 +221,6 @@ async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_rec
     }
 }
 
-/// The script calls the server has run since its statistics were reset (not counting
-/// those refused because the script was not loaded yet: the client loads it and sends the
-/// call again).
-async fn script_calls(admin: &Client) -> u64 {
-    let stats: String = admin
-        .custom(fred::cmd!("INFO"), vec!["commandstats"])
-        .await
-        .unwrap();
-    let Some(line) = stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
-    else {
-        return 0;
-    };
-    let field = |name: &str| -> u64 {
-        line.split(',')
-            .find_map(|pair| pair.strip_prefix(name))
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0)
-    };
-    field("calls=") - field("failed_calls=")
-}
-
 /// A store for waiters sends its record on tower-lock's record channel (never on
 /// Redisson's lock channel, whose messages Redisson reads as numbers), before the unlock
 /// message: a waiter of another process answers with it without asking again. Counted by
@@ -255,16 +232,8 @@ async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
     let admin = support::client(&server.url()).await;
     let holder = LockManager::builder().redis(&server.url()).await.unwrap();
     let other = LockManager::builder().redis(&server.url()).await.unwrap();
-    let _: () = admin
-        .custom(fred::cmd!("CONFIG"), vec!["RESETSTAT"])
-        .await
-        .unwrap();
-    let guard = holder
-        .lock("report")
-        .unless_recorded()
-        .acquire()
-        .await
-        .unwrap();
+    reset_stats(&admin).await;
+    let guard = claimed(&holder, "report").await;
     let waiter = {
         let other = other.clone();
         tokio::spawn(async move {
@@ -290,7 +259,7 @@ async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
             .await
             .ok()?;
         let listening = counts.iter().all(|(_, n)| *n == 1);
-        (listening && script_calls(&admin).await == 3).then_some(())
+        (listening && calls(&admin, "evalsha").await == 3).then_some(())
     })
     .await;
     let record = LockRecord::new(
@@ -306,5 +275,5 @@ async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
         Err(LockError::Recorded { record, .. }) => assert_eq!(&record[..], b"for the waiter"),
         other => panic!("expected the record, got {other:?}"),
     }
-    assert_eq!(script_calls(&admin).await, 4, "the waiter asked again");
+    assert_eq!(calls(&admin, "evalsha").await, 4, "the waiter asked again");
 }
