@@ -62,6 +62,16 @@ async fn waiter(
     task
 }
 
+/// Releases `guard`, leaving `result` for the waiters only if someone waits (the lock
+/// was held: it is freed).
+async fn release_for_waiters(guard: crate::lock::LockGuard, result: &Bytes) {
+    let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
+    assert_eq!(
+        guard.release_with_record(record).await.unwrap(),
+        Released::Unlocked
+    );
+}
+
 /// The first holder records its result; waiters (of two managers) get it, and so does a
 /// later acquisition, without taking the lock.
 pub async fn waiters_get_the_record_of_the_holder(subject: &dyn Subject) {
@@ -108,11 +118,7 @@ pub async fn a_record_for_waiters_reaches_them(subject: &dyn Subject) {
     let guard = take(&ctx.manager, &name).await;
     let near = waiter(&ctx.manager, &name, 1).await;
     let result = Bytes::from_static(b"for the waiter here");
-    let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
-    assert_eq!(
-        guard.release_with_record(record).await.unwrap(),
-        Released::Unlocked
-    );
+    release_for_waiters(guard, &result).await;
     assert_eq!(recorded(near.await.unwrap()), Some(result));
 
     let other = ctx.manager_sharing_the_backend().await;
@@ -123,11 +129,7 @@ pub async fn a_record_for_waiters_reaches_them(subject: &dyn Subject) {
         waiter(&other, &name, 1).await,
     ];
     let result = Bytes::from_static(b"for the waiters");
-    let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
-    assert_eq!(
-        guard.release_with_record(record).await.unwrap(),
-        Released::Unlocked
-    );
+    release_for_waiters(guard, &result).await;
     for waiter in waiters {
         assert_eq!(recorded(waiter.await.unwrap()), Some(result.clone()));
     }
@@ -173,11 +175,7 @@ pub async fn a_record_for_waiters_outlives_a_hand_over(subject: &dyn Subject) {
         }
         let second = near.await.unwrap().expect("handed the lock");
         let result = Bytes::from_static(b"the second's");
-        let record = LockRecord::new(result.clone(), RETENTION).only_if_awaited();
-        assert_eq!(
-            second.release_with_record(record).await.unwrap(),
-            Released::Unlocked
-        );
+        release_for_waiters(second, &result).await;
         assert_eq!(recorded(far.await.unwrap()), Some(result));
         return;
     }
