@@ -205,7 +205,14 @@ async fn a_release_that_finds_the_lock_gone_and_taken_hands_nothing_over() {
     let other = LockManager::redis(&url).await.unwrap();
     let client = support::client(&url).await;
     let name = support::unique("lost-then-taken");
+    let start = support::command_calls(&client, "evalsha").await;
     let (holder, waiters) = holder_and_queue(&locks, &name, 5).await;
+    // The holder's acquisition, then the head's look once its subscription is in place
+    // (made before the lock is deleted: after, it would find the lock free and take it).
+    support::eventually("the head looked once subscribed", || async {
+        (support::command_calls(&client, "evalsha").await >= start + 2).then_some(())
+    })
+    .await;
 
     let _: i64 = client.del(&name).await.unwrap();
     let taken = other

@@ -43,30 +43,6 @@ async fn reset_stats(admin: &Client) {
         .unwrap();
 }
 
-/// How many times the server ran `command` since its counts were cleared, scripts' calls
-/// included (not counting the calls it refused, such as a script call before the script
-/// was loaded: the client loads it and sends the call again).
-async fn calls(admin: &Client, command: &str) -> u64 {
-    let stats: String = admin
-        .custom(fred::cmd!("INFO"), vec!["commandstats"])
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:");
-    let Some(line) = stats
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-    else {
-        return 0;
-    };
-    let field = |name: &str| -> u64 {
-        line.split(',')
-            .find_map(|pair| pair.strip_prefix(name))
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0)
-    };
-    field("calls=") - field("failed_calls=")
-}
-
 /// Locks with a record go in the same calls as plain operations: a claim that finds a
 /// record gets it, a free one acquires, one for other work is refused, one on a key that
 /// holds other data fails alone, and a last release stores its record, all in one call.
@@ -200,7 +176,7 @@ async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_rec
         guards.push(filler.await.unwrap().unwrap());
     }
     // Two single tries and the queued one look each; the three claims look once.
-    assert_eq!(calls(&admin, "exists").await, 4);
+    assert_eq!(support::command_calls(&admin, "exists").await, 4);
     let record = |name: &str| {
         let admin = admin.clone();
         let key = format!("tower_lock_record:{{{name}}}");
@@ -259,7 +235,7 @@ async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
             .await
             .ok()?;
         let listening = counts.iter().all(|(_, n)| *n == 1);
-        (listening && calls(&admin, "evalsha").await == 3).then_some(())
+        (listening && support::command_calls(&admin, "evalsha").await == 3).then_some(())
     })
     .await;
     let record = LockRecord::new(
@@ -275,5 +251,9 @@ async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
         Err(LockError::Recorded { record, .. }) => assert_eq!(&record[..], b"for the waiter"),
         other => panic!("expected the record, got {other:?}"),
     }
-    assert_eq!(calls(&admin, "evalsha").await, 4, "the waiter asked again");
+    assert_eq!(
+        support::command_calls(&admin, "evalsha").await,
+        4,
+        "the waiter asked again"
+    );
 }

@@ -431,18 +431,25 @@ pub async fn fair_queued(redis: &Client, name: &str, count: usize) -> Vec<String
     .await
 }
 
-/// `INFO commandstats` calls of one command (e.g. "evalsha").
+/// `INFO commandstats` calls of one command (e.g. "evalsha") that the server ran: not
+/// counting those it refused (a script call before the script was loaded: the client loads
+/// it and sends the call again).
 pub async fn command_calls(client: &Client, command: &str) -> u64 {
     let info: String = client
         .custom(fred::cmd!("INFO"), vec!["commandstats"])
         .await
         .expect("INFO commandstats");
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    let prefix = format!("cmdstat_{command}:");
+    let Some(line) = info.lines().find_map(|line| line.strip_prefix(&prefix)) else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        line.split(',')
+            .find_map(|pair| pair.strip_prefix(name))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
+    };
+    field("calls=").saturating_sub(field("failed_calls="))
 }
 
 /// A unique name for this test run, so tests sharing a server never collide.
