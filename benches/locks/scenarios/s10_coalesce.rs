@@ -164,6 +164,20 @@ pub(super) async fn s10(url: &str, scale: Scale, report: &mut Report) {
         &eval_client,
     )
     .await;
+    for (variant, label) in ["no layer", "Redis layer", "memory layer"]
+        .iter()
+        .enumerate()
+    {
+        let (value, number) = measured.cpu_per_request(variant);
+        report.add(
+            section,
+            &format!(
+                "distinct keys, 64 connections, {label}: CPU time per request (informational)"
+            ),
+            value,
+            number,
+        );
+    }
     for (variant, backend, goal) in [(1, "Redis", 0.5), (2, "memory", 0.9)] {
         let r = measured.rate(variant) / measured.rate(0);
         report.goal(

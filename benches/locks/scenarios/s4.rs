@@ -319,7 +319,7 @@ impl Rounds {
     }
 
     /// CPU time per request of `variant`: "this process X µs + redis-server Y µs".
-    fn cpu_per_request(&self, variant: usize) -> (String, f64) {
+    pub(super) fn cpu_per_request(&self, variant: usize) -> (String, f64) {
         let requests = self.times[variant].len().max(1) as u32;
         let cpu = self.cpu[variant];
         let per = |time: Option<Duration>| time.map(|t| t / requests);

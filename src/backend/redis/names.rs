@@ -106,14 +106,11 @@ pub(in crate::backend) fn record_parts(key: &LockKey) -> [&str; 4] {
 
 /// The channel on which a release that stores the record of `key` for waiters sends it:
 /// `tower_lock_record_channel:{<key>}` (tower-lock's own: Redisson's lock channel carries
-/// numbers only, and a Redisson client reads every message on it as one).
+/// numbers only, and a Redisson client reads every message on it as one). The batch
+/// script makes it from the lock's [`unlock_channel`] (this prefix for Redisson's), so
+/// that a release does not carry it.
 pub(in crate::backend) fn record_channel(key: &LockKey) -> String {
     prefixed(RECORD_CHANNEL_PREFIX, key)
-}
-
-/// [`record_channel`] in parts, to be written where it is needed.
-pub(in crate::backend) fn record_channel_parts(key: &LockKey) -> [&str; 4] {
-    prefixed_parts(RECORD_CHANNEL_PREFIX, key)
 }
 
 /// The keys whose record channel `channel` is (as [`keys_of_channel`]), if it is one.
@@ -187,6 +184,18 @@ mod tests {
     use fred::util::redis_keyslot;
 
     use super::*;
+
+    #[test]
+    fn a_record_channel_is_the_unlock_channel_under_its_own_prefix() {
+        // As `batch.lua` makes it: its prefix, then the unlock channel after Redisson's.
+        for name in ["order:42", "{order}:42", "a}b", "coalesce:{00ff}"] {
+            let key = LockKey::new("", name, 1024).unwrap();
+            let unlock = unlock_channel(&key);
+            let made = format!("{RECORD_CHANNEL_PREFIX}{}", &unlock[CHANNEL_PREFIX.len()..]);
+            assert_eq!(made, record_channel(&key), "{name}");
+            assert_eq!(CHANNEL_PREFIX.len(), 23, "batch.lua cuts 23 bytes");
+        }
+    }
 
     #[test]
     fn keys_follow_redisson_layout() {

@@ -6,7 +6,7 @@ use fred::prelude::*;
 
 use super::layout::Layout;
 use super::operation::{OpKind, Operation, RecordPart};
-use crate::backend::redis::names::{channel_parts, record_channel_parts, record_parts};
+use crate::backend::redis::names::{channel_parts, record_parts};
 
 /// `EVALSHA`'s arguments for `operations` (the SHA, the key count, the keys, the script's
 /// arguments), written into one buffer that they all share: fred keeps a handle on every
@@ -31,7 +31,7 @@ pub(in crate::backend) fn arguments(
                     + match &operation.record {
                         RecordPart::None => 0,
                         RecordPart::Work(work) => work.len() + operation.key.as_str().len() + 32,
-                        RecordPart::Record(_) => 3 * operation.key.as_str().len() + 96,
+                        RecordPart::Record(_) => 2 * operation.key.as_str().len() + 72,
                     }
             })
             .sum(),
@@ -43,12 +43,13 @@ pub(in crate::backend) fn arguments(
         }
         text.split().freeze()
     };
-    // A release has its channel too; a claim its record; a store both.
+    // A release has its channel too; a claim its record; a store both (the record's
+    // channel, used only when someone waits, is made by the script from the lock's).
     let keys: usize = operations
         .iter()
         .map(|operation| match operation.kind {
             OpKind::Release | OpKind::Claim => 2,
-            OpKind::Store => 4,
+            OpKind::Store => 3,
             OpKind::Acquire | OpKind::HandOver | OpKind::Renew => 1,
         })
         .sum();
@@ -59,14 +60,12 @@ pub(in crate::backend) fn arguments(
     for operation in ordered() {
         let key = operation.key.as_str().as_bytes();
         arguments.push(Value::Bytes(piece(&[key])));
-        // The record, then the channel, then the record's channel (see `batch.lua`).
+        // The record, then the channel (see `batch.lua`).
         let record = matches!(operation.kind, OpKind::Claim | OpKind::Store)
             .then(|| record_parts(&operation.key));
         let channel = matches!(operation.kind, OpKind::Release | OpKind::Store)
             .then(|| channel_parts(&operation.key));
-        let record_channel =
-            (operation.kind == OpKind::Store).then(|| record_channel_parts(&operation.key));
-        for parts in [record, channel, record_channel].into_iter().flatten() {
+        for parts in [record, channel].into_iter().flatten() {
             arguments.push(Value::Bytes(piece(&parts.map(str::as_bytes))));
         }
     }

@@ -12,6 +12,9 @@ local WORK = 'tower_lock:work'
 local AWAITED = 'tower_lock:awaited'
 -- Redisson's UNLOCK message.
 local UNLOCK_MESSAGE = '0'
+-- tower-lock's record channel of a lock is its Redisson channel (`redisson_lock__channel:`,
+-- 23 bytes, then the name's part) under this prefix: made here, only when a record is sent.
+local RECORD_CHANNEL = 'tower_lock_record_channel:'
 -- PUBLISH, or SPUBLISH under sharded pub/sub (the line is rewritten then).
 local PUBLISH = 'publish'
 local n = #ARGV
@@ -126,9 +129,9 @@ while i <= n do
     -- A release that stores the record when it ends the owner's last hold. A re-sent one
     -- that already took effect finds its record and answers UNLOCKED again. A retention
     -- written with a leading '-': stored only if a claim found the lock held (awaited).
-    local record, channel, record_channel = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+    local record, channel = KEYS[k], KEYS[k + 1]
     local expected, retention, value = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
-    k = k + 3
+    k = k + 2
     i = i + 3
     -- The owner's count and whether a claim found the lock held, in one look.
     local awaited_only, awaited = string.byte(retention, 1) == 45, false
@@ -163,7 +166,9 @@ while i <= n do
         end
         -- Those who wait get the record on tower-lock's channel, before the news that
         -- would have them ask for it.
-        if awaited then redis.call(PUBLISH, record_channel, value) end
+        if awaited then
+          redis.call(PUBLISH, RECORD_CHANNEL .. string.sub(channel, 24), value)
+        end
         result = UNLOCKED + redis.call(PUBLISH, channel, UNLOCK_MESSAGE)
       end
     end
