@@ -7,6 +7,9 @@ use sha2::{Digest, Sha256};
 use super::config::CoalesceConfig;
 use crate::idempotency::key::braced_hex_name;
 
+/// How much of a key's digest its lock's name carries (128 bits).
+const NAME_DIGEST_BYTES: usize = 16;
+
 /// What the layer makes of a request's head.
 pub(super) enum Keyed {
     /// The key's lock name and its digest (kept in a shared record, checked on reading it).
@@ -59,7 +62,11 @@ pub(super) fn key_of(config: &CoalesceConfig, parts: &Parts) -> Keyed {
         }
     }
     let digest: [u8; 32] = hash.finalize().into();
-    let name = braced_hex_name("coalesce:", &digest);
+    // Half the digest names the lock: a name rides in every key and channel of the lock's
+    // Redis calls, where each byte costs. Two keys that shared a name would only wait for
+    // each other: a shared response carries the whole digest, checked by its readers
+    // (`Outcome::from_record`), and this process's flights are keyed by the whole digest.
+    let name = braced_hex_name("coalesce:", &digest[..NAME_DIGEST_BYTES]);
     Keyed::Key { name, digest }
 }
 
@@ -87,4 +94,34 @@ pub(super) fn varies_beyond_key(config: &CoalesceConfig, response: &http::Header
                         .any(|kept| kept.as_str().eq_ignore_ascii_case(name)))
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_carries_half_the_digest_and_the_digest_is_whole() {
+        let layer = super::super::CoalesceLayer::new();
+        let config = layer.config();
+        let parts = http::Request::get("/reports/7?x=1")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let Keyed::Key { name, digest } = key_of(config, &parts) else {
+            panic!("a GET without credentials has a key");
+        };
+        assert_eq!(name, braced_hex_name("coalesce:", &digest[..16]));
+        assert_eq!(name.len(), "coalesce:{}".len() + 32);
+        let other = http::Request::get("/reports/7?x=2")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let Keyed::Key { name: other, .. } = key_of(config, &other) else {
+            panic!("a GET without credentials has a key");
+        };
+        assert_ne!(name, other);
+    }
 }

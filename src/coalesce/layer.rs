@@ -85,6 +85,12 @@ impl CoalesceLayer {
         }
     }
 
+    /// The settings (for this module's tests).
+    #[cfg(test)]
+    pub(super) fn config(&self) -> &CoalesceConfig {
+        &self.config
+    }
+
     /// The settings, to change (copied first if a service made from this layer shares them:
     /// the copy keeps the flights, which belong to the layer).
     fn config_mut(&mut self) -> &mut CoalesceConfig {

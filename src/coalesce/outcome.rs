@@ -73,3 +73,38 @@ pub(super) fn shared_response(stored: &StoredResponse) -> Response {
         .append(CACHE_STATUS, HeaderValue::from_static(SHARED_CACHE_STATUS));
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use http::{HeaderMap, StatusCode};
+
+    use super::*;
+
+    #[test]
+    fn a_record_is_shared_only_with_the_key_whose_digest_it_carries() {
+        let stored = StoredResponse::new(
+            [1; 32],
+            StatusCode::OK,
+            &HeaderMap::new(),
+            Bytes::from_static(b"report"),
+        )
+        .unwrap();
+        let record = Outcome::Shared(Arc::new(stored)).record().unwrap();
+        assert!(matches!(
+            Outcome::from_record(&record, &[1; 32]),
+            Outcome::Shared(shared) if shared.body == "report"
+        ));
+        // Another key under the same name (the name carries half the digest): it runs the
+        // handler, never answers another key's response.
+        let mut other = [1; 32];
+        other[31] = 2;
+        assert!(matches!(
+            Outcome::from_record(&record, &other),
+            Outcome::RunYourselves
+        ));
+        assert!(matches!(
+            Outcome::from_record(&record.slice(..10), &[1; 32]),
+            Outcome::RunYourselves
+        ));
+    }
+}
