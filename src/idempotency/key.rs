@@ -174,16 +174,15 @@ pub(crate) fn lock_name(namespace: &str, scope: Option<&str>, key: &str) -> Stri
 /// a cluster slot.
 pub(crate) fn braced_hex_name(prefix: &str, digest: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut name = Vec::with_capacity(prefix.len() + 2 * digest.len() + 2);
-    name.extend_from_slice(prefix.as_bytes());
-    name.push(b'{');
-    // Bytes, not chars: a `String::push` per digit cost a thousand instructions a name.
-    name.extend(
-        digest
-            .iter()
-            .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]),
-    );
-    name.push(b'}');
+    let digits = prefix.len() + 1;
+    let mut name = vec![b'}'; digits + 2 * digest.len() + 1];
+    name[..prefix.len()].copy_from_slice(prefix.as_bytes());
+    name[prefix.len()] = b'{';
+    // Written in place: a `String::push` per digit cost a thousand instructions a name.
+    for (pair, byte) in name[digits..].chunks_exact_mut(2).zip(digest) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0xf)];
+    }
     String::from_utf8(name).expect("a prefix, braces and hex digits are UTF-8")
 }
 

@@ -201,7 +201,8 @@ async fn claim(
     let request = || {
         manager
             .lock(name)
-            .unless_recorded_for(Bytes::copy_from_slice(fingerprint))
+            // Owned by the Bytes: its clones (one kept by the backend) share it.
+            .unless_recorded_for(Bytes::from_owner(*fingerprint))
     };
     let first = request().try_acquire().await;
     if config.concurrent == OnConcurrent::Conflict
@@ -263,19 +264,19 @@ where
         || cache_control_says(&head.headers, "no-store")
         || !(config.store_if)(head.status, &head.headers);
     let captured = capture(Box::pin(body), config.store_limit).await;
-    let stored = match (&captured, refused) {
+    let record = match (&captured, refused) {
         (
             Captured::Whole {
                 data,
                 trailers: None,
             },
             false,
-        ) => StoredResponse::new(fingerprint, head.status, &head.headers, data.clone()),
+        ) => StoredResponse::record_of(&fingerprint, head.status, &head.headers, data),
         _ => None,
     };
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     if let (Some(slot), Some(transactions)) = (slot, &config.transactions) {
-        let record = stored.as_ref().map(StoredResponse::encode);
+        let record = record.clone();
         let key = guard.key().as_str().to_owned();
         let ended =
             super::transaction::end(transactions, slot, &key, record, config.retention).await;
@@ -287,12 +288,8 @@ where
     }
     #[cfg(not(any(feature = "postgres", feature = "mysql")))]
     let _ = slot;
-    let released = match stored {
-        Some(stored) => {
-            guard
-                .release_recording(stored.encode(), config.retention)
-                .await
-        }
+    let released = match record {
+        Some(record) => guard.release_recording(record, config.retention).await,
         None => {
             telemetry::idempotency("not_stored");
             guard.release().await

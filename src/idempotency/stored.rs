@@ -75,25 +75,29 @@ impl StoredResponse {
 
     /// The record's bytes.
     pub(crate) fn encode(&self) -> Bytes {
-        let headers: usize = self
-            .headers
-            .iter()
-            .map(|(name, value)| 4 + name.as_str().len() + value.len())
-            .sum();
-        let mut out = Vec::with_capacity(4 + 1 + 32 + 2 + 2 + headers + self.body.len());
-        out.extend_from_slice(MAGIC);
-        out.push(VERSION);
-        out.extend_from_slice(&self.fingerprint);
-        out.extend_from_slice(&self.status.as_u16().to_be_bytes());
-        out.extend_from_slice(&(self.headers.len() as u16).to_be_bytes());
-        for (name, value) in &self.headers {
-            for part in [name.as_str().as_bytes(), value.as_bytes()] {
-                out.extend_from_slice(&(part.len() as u16).to_be_bytes());
-                out.extend_from_slice(part);
-            }
+        write_record(
+            &self.fingerprint,
+            self.status,
+            || self.headers.iter(),
+            &self.body,
+        )
+    }
+
+    /// The record of the response [`new`](Self::new) would keep, written from its parts
+    /// (without a copy of its headers first); `None` when `new` answers `None`.
+    pub(crate) fn record_of(
+        fingerprint: &Fingerprint,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Option<Bytes> {
+        let kept_headers = || headers.iter().filter(|(name, _)| kept(name));
+        if kept_headers().any(|(_, value)| value.len() > usize::from(u16::MAX))
+            || kept_headers().count() > usize::from(u16::MAX)
+        {
+            return None;
         }
-        out.extend_from_slice(&self.body);
-        out.into()
+        Some(write_record(fingerprint, status, kept_headers, body))
     }
 
     /// A record read back (`Err`: what is wrong with it).
@@ -147,6 +151,36 @@ impl StoredResponse {
             .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
         response
     }
+}
+
+/// Writes a record: the headers `headers` gives (each time alike) are those kept, at most `u16::MAX` of them, none
+/// longer than that.
+fn write_record<'a, I>(
+    fingerprint: &Fingerprint,
+    status: StatusCode,
+    headers: impl Fn() -> I,
+    body: &Bytes,
+) -> Bytes
+where
+    I: Iterator<Item = (&'a HeaderName, &'a HeaderValue)>,
+{
+    let (count, length) = headers().fold((0usize, 0usize), |(n, len), (name, value)| {
+        (n + 1, len + 4 + name.as_str().len() + value.len())
+    });
+    let mut out = Vec::with_capacity(4 + 1 + 32 + 2 + 2 + length + body.len());
+    out.extend_from_slice(MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(fingerprint);
+    out.extend_from_slice(&status.as_u16().to_be_bytes());
+    out.extend_from_slice(&(count as u16).to_be_bytes());
+    for (name, value) in headers() {
+        for part in [name.as_str().as_bytes(), value.as_bytes()] {
+            out.extend_from_slice(&(part.len() as u16).to_be_bytes());
+            out.extend_from_slice(part);
+        }
+    }
+    out.extend_from_slice(body);
+    out.into()
 }
 
 /// Whether a response's `Cache-Control` has `directive` (`no-store`, `private`), with or
@@ -233,6 +267,25 @@ mod tests {
             2,
             "repeated headers are kept"
         );
+    }
+
+    #[test]
+    fn a_record_written_from_parts_is_the_stored_response_s() {
+        let stored = sample();
+        let mut headers = stored.headers.clone();
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        let record = StoredResponse::record_of(&[7; 32], stored.status, &headers, &stored.body);
+        assert_eq!(record, Some(stored.encode()));
+        let mut long = HeaderMap::new();
+        long.insert(
+            "x-long",
+            HeaderValue::from_bytes(&vec![b'a'; 70_000]).unwrap(),
+        );
+        assert_eq!(
+            StoredResponse::record_of(&[7; 32], StatusCode::OK, &long, &Bytes::new()),
+            None
+        );
+        assert!(StoredResponse::new([7; 32], StatusCode::OK, &long, Bytes::new()).is_none());
     }
 
     #[test]
