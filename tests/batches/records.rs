@@ -150,12 +150,13 @@ async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_rec
 
     let fillers = paused_with_both_slots_taken(&server, &backend, &locks).await;
     let claims = ["free-1", "free-2", "free-3"].map(|name| try_claim(&locks, name, b""));
-    let for_waiters = |value: &'static [u8]| {
-        LockRecord::new(bytes::Bytes::from_static(value), Duration::from_secs(60)).only_if_awaited()
-    };
     let stores = [
-        tokio::spawn(awaited.release_with_record(for_waiters(b"for the waiter"))),
-        tokio::spawn(alone.release_with_record(for_waiters(b"for nobody"))),
+        tokio::spawn(
+            awaited.release_with_record(for_waiters(bytes::Bytes::from_static(b"for the waiter"))),
+        ),
+        tokio::spawn(
+            alone.release_with_record(for_waiters(bytes::Bytes::from_static(b"for nobody"))),
+        ),
     ];
     wait_queued(&backend, 6).await;
     server.unpause();
@@ -197,6 +198,46 @@ async fn free_claims_share_one_look_and_stores_for_waiters_keep_only_awaited_rec
     }
 }
 
+/// A waiter of `other` on `name` unless recorded, in a task, once it listens on both
+/// channels and has made its look once subscribed (the server's script calls reach `calls`).
+async fn waiting_claim(
+    admin: &Client,
+    other: &LockManager,
+    name: &'static str,
+    calls: u64,
+) -> tokio::task::JoinHandle<Result<LockGuard, LockError>> {
+    let waiter = {
+        let other = other.clone();
+        tokio::spawn(async move {
+            other
+                .lock(name)
+                .unless_recorded()
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+        })
+    };
+    let channels = [
+        format!("redisson_lock__channel:{{{name}}}"),
+        format!("tower_lock_record_channel:{{{name}}}"),
+    ];
+    support::eventually("the waiter listens and has looked again", || async {
+        let mut arguments = vec!["NUMSUB".to_owned()];
+        arguments.extend(channels.iter().cloned());
+        let counts: Vec<(String, i64)> =
+            admin.custom(fred::cmd!("PUBSUB"), arguments).await.ok()?;
+        let listening = counts.iter().all(|(_, n)| *n == 1);
+        (listening && support::command_calls(admin, "evalsha").await == calls).then_some(())
+    })
+    .await;
+    waiter
+}
+
+/// A record for waiters, kept a minute.
+fn for_waiters(value: bytes::Bytes) -> LockRecord {
+    LockRecord::new(value, Duration::from_secs(60)).only_if_awaited()
+}
+
 /// A store for waiters sends its record on tower-lock's record channel (never on
 /// Redisson's lock channel, whose messages Redisson reads as numbers), before the unlock
 /// message: a waiter of another process answers with it without asking again. Counted by
@@ -210,39 +251,8 @@ async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
     let other = LockManager::builder().redis(&server.url()).await.unwrap();
     reset_stats(&admin).await;
     let guard = claimed(&holder, "report").await;
-    let waiter = {
-        let other = other.clone();
-        tokio::spawn(async move {
-            other
-                .lock("report")
-                .unless_recorded()
-                .wait(Duration::from_secs(20))
-                .acquire()
-                .await
-        })
-    };
-    // Subscribed to both channels, and its look once subscribed made (found it held).
-    support::eventually("the waiter listens and has looked again", || async {
-        let counts: Vec<(String, i64)> = admin
-            .custom(
-                fred::cmd!("PUBSUB"),
-                vec![
-                    "NUMSUB",
-                    "redisson_lock__channel:{report}",
-                    "tower_lock_record_channel:{report}",
-                ],
-            )
-            .await
-            .ok()?;
-        let listening = counts.iter().all(|(_, n)| *n == 1);
-        (listening && support::command_calls(&admin, "evalsha").await == 3).then_some(())
-    })
-    .await;
-    let record = LockRecord::new(
-        bytes::Bytes::from_static(b"for the waiter"),
-        Duration::from_secs(60),
-    )
-    .only_if_awaited();
+    let waiter = waiting_claim(&admin, &other, "report", 3).await;
+    let record = for_waiters(bytes::Bytes::from_static(b"for the waiter"));
     assert_eq!(
         guard.release_with_record(record).await.unwrap(),
         Released::Unlocked
@@ -256,4 +266,58 @@ async fn a_store_for_waiters_sends_the_record_and_the_waiter_asks_no_more() {
         4,
         "the waiter asked again"
     );
+}
+
+/// A record for waiters longer than what a release carries is not sent to Redis when
+/// nobody waits (the server's input grows by far less than the record); when someone
+/// waits, the release that finds it keeps the lock and a second call stores and sends
+/// the record: the waiter answers with all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_record_for_waiters_goes_to_redis_only_when_someone_waits() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let holder = LockManager::builder().redis(&server.url()).await.unwrap();
+    let other = LockManager::builder().redis(&server.url()).await.unwrap();
+    let large = bytes::Bytes::from(vec![b'r'; 64 * 1024]);
+    let input_bytes = || async {
+        let info: String = admin
+            .custom(fred::cmd!("INFO"), vec!["stats"])
+            .await
+            .unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_net_input_bytes:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .expect("INFO stats has total_net_input_bytes")
+    };
+
+    let alone = claimed(&holder, "alone").await;
+    let before = input_bytes().await;
+    let released = alone.release_with_record(for_waiters(large.clone()));
+    assert_eq!(released.await.unwrap(), Released::Unlocked);
+    let sent = input_bytes().await - before;
+    assert!(
+        sent < 8 * 1024,
+        "{sent} bytes reached Redis for a release nobody waited for"
+    );
+    let stored: i64 = admin.exists("tower_lock_record:{alone}").await.unwrap();
+    assert_eq!(stored, 0, "nobody waited: nothing stored");
+    let held: i64 = admin.exists("alone").await.unwrap();
+    assert_eq!(held, 0, "the lock is free");
+
+    reset_stats(&admin).await;
+    let guard = claimed(&holder, "report").await;
+    let waiter = waiting_claim(&admin, &other, "report", 3).await;
+    let released = guard.release_with_record(for_waiters(large.clone()));
+    assert_eq!(released.await.unwrap(), Released::Unlocked);
+    match waiter.await.unwrap() {
+        Err(LockError::Recorded { record, .. }) => assert_eq!(record, large),
+        other => panic!("expected the record, got {other:?}"),
+    }
+    assert_eq!(
+        support::command_calls(&admin, "evalsha").await,
+        5,
+        "the store that found the waiter, then the store with the record, nothing more"
+    );
+    let held: i64 = admin.exists("report").await.unwrap();
+    assert_eq!(held, 0, "the lock is free");
 }

@@ -1,6 +1,6 @@
 //! On every backend: identical requests over two layers of one backend (two processes, as
-//! the backend sees them) run the handler once; different keys run apart; responses that
-//! say "try again" or "private" are not shared.
+//! the backend sees them) run the handler once, a large response as a small one; different
+//! keys run apart; responses that say "try again" or "private" are not shared.
 
 use axum::http::StatusCode;
 
@@ -64,6 +64,36 @@ async fn identical_requests_run_once(backend: BackendUnderTest) {
     assert_eq!(answers.iter().filter(|a| a.shared).count(), 63);
 }
 
+/// A report of 64 KiB.
+fn large_report(n: usize) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    format!(
+        "report, execution {n}\n{}",
+        "a line of the report\n".repeat(3200)
+    )
+    .into_response()
+}
+
+/// A large response (longer than what a release carries to Redis unless someone waits) is
+/// shared as a small one: 16 identical GETs over two processes, one execution, every
+/// answer whole.
+async fn a_large_response_is_shared_whole(backend: BackendUnderTest) {
+    let (origin, answers) = burst(
+        backend,
+        large_report,
+        16,
+        |_| "/report?day=2".to_owned(),
+        (14, 1),
+    )
+    .await;
+    assert_eq!(origin.executions(), 1, "one execution for 16 requests");
+    assert!(answers[0].body.len() > 64_000, "{}", answers[0].body.len());
+    assert!(answers
+        .iter()
+        .all(|a| a.status == StatusCode::OK && a.body == answers[0].body));
+    assert_eq!(answers.iter().filter(|a| a.shared).count(), 15);
+}
+
 /// Four different queries, eight requests each: four executions, each query's answers alike.
 async fn different_keys_run_apart(backend: BackendUnderTest) {
     let (origin, answers) = burst(
@@ -111,6 +141,7 @@ async fn private_responses_are_not_shared(backend: BackendUnderTest) {
 backend_suite!(
     [Memory, Redis, Postgres, MySql]
     identical_requests_run_once,
+    a_large_response_is_shared_whole,
     different_keys_run_apart,
     try_again_is_not_shared_and_the_next_leads,
     private_responses_are_not_shared,

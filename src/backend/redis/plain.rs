@@ -109,18 +109,50 @@ impl RedisBackend {
             .then(|| self.expect_echo(&args.key))
             .flatten();
         let listening = echo.is_some();
+        let record = record.map_or(RecordPart::None, RecordPart::Record);
+        // A withheld record goes in a second store, sent only when the first finds that
+        // someone waits for it; stored then whatever its length (it is awaited).
+        let resend = match &record {
+            RecordPart::Record(stored) if record.withheld() => {
+                let mut stored = stored.clone();
+                stored.only_if_awaited = false;
+                let inner = self.inner.clone();
+                Some((inner, args.key.clone(), args.owner.clone(), stored))
+            }
+            _ => None,
+        };
+        let (expected, announce) = (args.expected, args.announce_run);
         let reply = self.submit(Operation {
             kind,
             key: args.key,
             owner: args.owner,
             lease,
-            expected: args.expected,
+            expected,
             successor,
-            announce: args.announce_run.filter(|_| kind == OpKind::Release),
-            record: record.map_or(RecordPart::None, RecordPart::Record),
+            announce: announce.filter(|_| kind == OpKind::Release),
+            record,
         });
         Box::pin(async move {
-            let code = reply.await;
+            let mut code = reply.await;
+            if let (Ok(Answer::Code(scripts::RECORD_WANTED)), Some((inner, key, owner, record))) =
+                (&code, resend)
+            {
+                // The lock is still this owner's: the same store, with its record.
+                code = super::batch::submit(
+                    &inner,
+                    Operation {
+                        kind,
+                        key,
+                        owner,
+                        lease,
+                        expected,
+                        successor: None,
+                        announce: None,
+                        record: RecordPart::Record(record),
+                    },
+                )
+                .await;
+            }
             // Settled on every answer, an error included: a notice still expected after a
             // release that failed would be taken for ours when another process's arrives,
             // and its waiter would sleep until the lease ends. (A failed release that did

@@ -26,6 +26,7 @@ const SPECS: &[Spec] = &[
             ("HANDED_OVER", HANDED_OVER),
             ("RECORDED", RECORDED),
             ("HELD_FOR_OTHER_WORK", HELD_FOR_OTHER_WORK),
+            ("RECORD_WANTED", RECORD_WANTED),
         ],
         messages: &[("UNLOCK_MESSAGE", UNLOCK_MESSAGE)],
         publishes: true,

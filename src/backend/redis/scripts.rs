@@ -45,6 +45,9 @@ pub(crate) const RECORDED: i64 = -5;
 pub(crate) const HELD_BACK: i64 = -6;
 /// Acquisition unless recorded, for named work: the lock is held for other work.
 pub(crate) const HELD_FOR_OTHER_WORK: i64 = -7;
+/// A store that withheld its record (stored only if awaited, and large): someone waits for
+/// it, so the lock is kept and the store is to be sent again with the record.
+pub(crate) const RECORD_WANTED: i64 = -8;
 
 /// `lua` with SPUBLISH in place of PUBLISH for sharded pub/sub.
 pub(in crate::backend) fn publishing(lua: &str, sharded: bool) -> String {

@@ -98,13 +98,23 @@ pub(in crate::backend) fn arguments(
                 arguments.push(Value::Bytes(piece(&[itoa::Buffer::new()
                     .format(operation.expected)
                     .as_bytes()])));
-                // Stored only if awaited: the retention's leading '-' (see `batch.lua`).
-                let awaited_only: &[u8] = if record.only_if_awaited { b"-" } else { b"" };
+                // Stored only if awaited: the retention's leading '-', or '?' when the
+                // record is withheld (see `batch.lua`).
+                let withheld = operation.record.withheld();
+                let mark: &[u8] = match (record.only_if_awaited, withheld) {
+                    (_, true) => b"?",
+                    (true, false) => b"-",
+                    (false, false) => b"",
+                };
                 arguments.push(Value::Bytes(piece(&[
-                    awaited_only,
+                    mark,
                     itoa::Buffer::new().format(retention).as_bytes(),
                 ])));
-                arguments.push(Value::Bytes(record.value.clone()));
+                arguments.push(Value::Bytes(if withheld {
+                    bytes::Bytes::new()
+                } else {
+                    record.value.clone()
+                }));
             }
         }
     }

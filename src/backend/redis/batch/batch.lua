@@ -5,7 +5,7 @@
 -- Reply codes, checked against scripts.rs by a test:
 local ACQUIRED, BUSY_FOREVER, LOST = -1, -2, -3
 local NOT_HELD, UNLOCKED, HANDED_OVER = -1, 1, 2
-local RECORDED, HELD_FOR_OTHER_WORK = -5, -7
+local RECORDED, HELD_FOR_OTHER_WORK, RECORD_WANTED = -5, -7, -8
 -- The field of a lock's hash that names the work a claim took it for.
 local WORK = 'tower_lock:work'
 -- The field of a lock's hash that says a claim found it held: someone waits for its record.
@@ -128,22 +128,30 @@ while i <= n do
   elseif op == 's' then
     -- A release that stores the record when it ends the owner's last hold. A re-sent one
     -- that already took effect finds its record and answers UNLOCKED again. A retention
-    -- written with a leading '-': stored only if a claim found the lock held (awaited).
+    -- written with a leading '-': stored only if a claim found the lock held (awaited);
+    -- with a leading '?', the same with the record withheld (empty): awaited, the lock is
+    -- kept and the answer is RECORD_WANTED (the caller sends the store again with it).
     local record, channel = KEYS[k], KEYS[k + 1]
     local expected, retention, value = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
     k = k + 2
     i = i + 3
     -- The owner's count and whether a claim found the lock held, in one look.
-    local awaited_only, awaited = string.byte(retention, 1) == 45, false
+    local mark, awaited = string.byte(retention, 1), false
+    local awaited_only, withheld = mark == 45 or mark == 63, mark == 63
     if awaited_only then retention = string.sub(retention, 2) end
     local count = redis.pcall('hmget', key, owner, AWAITED)
     if not count.err then count, awaited = count[1], count[2] end
     if type(count) == 'table' then
       result = count
     elseif not count then
-      result = redis.pcall('get', record)
-      if type(result) ~= 'table' then
-        result = result == value and UNLOCKED or NOT_HELD
+      if withheld then
+        -- Without its record it cannot tell a re-sent one: the lock is not held.
+        result = NOT_HELD
+      else
+        result = redis.pcall('get', record)
+        if type(result) ~= 'table' then
+          result = result == value and UNLOCKED or NOT_HELD
+        end
       end
     else
       count = tonumber(count)
@@ -155,6 +163,8 @@ while i <= n do
         redis.call('hincrby', key, owner, -1)
         redis.call('pexpire', key, lease)
         result = 0
+      elseif withheld and awaited then
+        result = RECORD_WANTED
       else
         if j >= defer then
           deleted[#deleted + 1] = key

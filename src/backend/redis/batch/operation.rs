@@ -34,6 +34,20 @@ pub(in crate::backend) enum RecordPart {
     Record(LockRecord),
 }
 
+/// The longest record stored [only if awaited](LockRecord::only_if_awaited) that goes with
+/// its release: a longer one is withheld (most often nobody waits, and Redis pays for each
+/// byte an operation carries), and sent by a second call when the release finds that
+/// someone waits.
+pub(in crate::backend) const RECORD_INLINE_LIMIT: usize = 1024;
+
+impl RecordPart {
+    /// A store's record that its operation does not carry (see [`RECORD_INLINE_LIMIT`]).
+    pub(in crate::backend) fn withheld(&self) -> bool {
+        matches!(self, RecordPart::Record(record)
+            if record.only_if_awaited && record.value.len() > RECORD_INLINE_LIMIT)
+    }
+}
+
 /// What an operation does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::backend) enum OpKind {
@@ -47,8 +61,9 @@ pub(in crate::backend) enum OpKind {
     Claim,
     /// A release that stores [`Operation::record`] when it ends the owner's last hold, in
     /// the same step, and publishes as a last release does (and, when a claim found the
-    /// lock held, the record on the record's channel first). Keys: the lock, its record, its
-    /// channel and the record's channel.
+    /// lock held, the record on the record's channel first). Keys: the lock, its record and
+    /// its channel. A [withheld](RecordPart::withheld) record's store that finds someone
+    /// waiting keeps the lock and answers `RECORD_WANTED`.
     Store,
 }
 
