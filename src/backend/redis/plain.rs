@@ -121,7 +121,7 @@ impl RedisBackend {
             }
             _ => None,
         };
-        let (expected, announce) = (args.expected, args.announce_run);
+        let expected = args.expected;
         let reply = self.submit(Operation {
             kind,
             key: args.key,
@@ -129,7 +129,7 @@ impl RedisBackend {
             lease,
             expected,
             successor,
-            announce: announce.filter(|_| kind == OpKind::Release),
+            announce: args.announce_run.filter(|_| kind == OpKind::Release),
             record,
         });
         Box::pin(async move {
@@ -137,7 +137,8 @@ impl RedisBackend {
             if let (Ok(Answer::Code(scripts::RECORD_WANTED)), Some((inner, key, owner, record))) =
                 (&code, resend)
             {
-                // The lock is still this owner's: the same store, with its record.
+                // The lock is still this owner's: the same store, with its record (a re-sent
+                // first store changed nothing; a re-sent second one finds its record).
                 code = super::batch::submit(
                     &inner,
                     Operation {
