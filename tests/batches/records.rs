@@ -321,3 +321,30 @@ async fn a_large_record_for_waiters_goes_to_redis_only_when_someone_waits() {
     let held: i64 = admin.exists("report").await.unwrap();
     assert_eq!(held, 0, "the lock is free");
 }
+
+/// A store with a withheld record that finds the lock gone answers as one that carried its
+/// record: released when its record is there (a store re-sent after its reply was lost),
+/// not held when it is not (the lock ended before the store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withheld_store_that_finds_the_lock_gone_tells_by_its_record() {
+    let server = RedisServer::start();
+    let admin = support::client(&server.url()).await;
+    let holder = LockManager::builder().redis(&server.url()).await.unwrap();
+    let large = bytes::Bytes::from(vec![b'r'; 4 * 1024]);
+    for (name, stored, released) in [
+        ("took-effect", true, Released::Unlocked),
+        ("ended-before", false, Released::NotHeld),
+    ] {
+        let guard = claimed(&holder, name).await;
+        let _: i64 = admin.del(name).await.unwrap();
+        if stored {
+            let record = format!("tower_lock_record:{{{name}}}");
+            let _: () = admin
+                .set(record, large.clone(), None, None, false)
+                .await
+                .unwrap();
+        }
+        let answer = guard.release_with_record(for_waiters(large.clone())).await;
+        assert_eq!(answer.unwrap(), released, "{name}");
+    }
+}

@@ -137,8 +137,9 @@ impl RedisBackend {
             if let (Ok(Answer::Code(scripts::RECORD_WANTED)), Some((inner, key, owner, record))) =
                 (&code, resend)
             {
-                // The lock is still this owner's: the same store, with its record (a re-sent
-                // first store changed nothing; a re-sent second one finds its record).
+                // Someone waits, or the lock is gone: the same store, with its record, which
+                // stores it, or tells a store that took effect (re-sent after a lost reply)
+                // from a lock that ended before it.
                 code = super::batch::submit(
                     &inner,
                     Operation {

@@ -130,7 +130,8 @@ while i <= n do
     -- that already took effect finds its record and answers UNLOCKED again. A retention
     -- written with a leading '-': stored only if a claim found the lock held (awaited);
     -- with a leading '?', the same with the record withheld (empty): awaited, the lock is
-    -- kept and the answer is RECORD_WANTED (the caller sends the store again with it).
+    -- kept and the answer is RECORD_WANTED (the caller sends the store again with it), as
+    -- when the lock is gone (the store with its record tells a re-sent one by its record).
     local record, channel = KEYS[k], KEYS[k + 1]
     local expected, retention, value = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
     k = k + 2
@@ -145,8 +146,7 @@ while i <= n do
       result = count
     elseif not count then
       if withheld then
-        -- Without its record it cannot tell a re-sent one: the lock is not held.
-        result = NOT_HELD
+        result = RECORD_WANTED
       else
         result = redis.pcall('get', record)
         if type(result) ~= 'table' then

@@ -63,7 +63,8 @@ pub(in crate::backend) enum OpKind {
     /// the same step, and publishes as a last release does (and, when a claim found the
     /// lock held, the record on the record's channel first). Keys: the lock, its record and
     /// its channel. A [withheld](RecordPart::withheld) record's store that finds someone
-    /// waiting keeps the lock and answers `RECORD_WANTED`.
+    /// waiting keeps the lock and answers `RECORD_WANTED`, as one that finds the lock gone
+    /// (only the record tells whether it was a re-sent store that took effect).
     Store,
 }
 
