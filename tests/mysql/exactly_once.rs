@@ -17,7 +17,11 @@ use tower_lock::idempotency::{
 };
 use tower_lock::LockManager;
 
-use crate::support::http::{read, send_body, serve, Reply};
+use crate::support::exactly_once::{
+    a_lost_lock_rolls_back_behind_the_run_that_committed,
+    committed_with_the_response_or_not_at_all, LostLock,
+};
+use crate::support::http::serve;
 use crate::support::{self, mariadb};
 
 /// A table of effects of its own (InnoDB): one row per handler run that committed.
@@ -37,11 +41,6 @@ async fn committed(pool: &MySqlPool, table: &str) -> i64 {
         .fetch_one(pool)
         .await
         .unwrap()
-}
-
-async fn post_with_key(addr: std::net::SocketAddr, path: &str, key: &str) -> Reply {
-    let key = format!("\"{key}\"");
-    read(send_body(addr, "POST", path, &[("idempotency-key", key.as_str())], "").await).await
 }
 
 /// The app: `POST /{status}` writes a row in the request's transaction, then waits for
@@ -87,6 +86,7 @@ fn app(
     )
 }
 
+/// The handler's row and its response are committed together, or not at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_are_committed_with_the_response_or_not_at_all() {
     let pool = MySqlPool::connect(&mariadb::shared_url()).await.unwrap();
@@ -94,7 +94,7 @@ async fn effects_are_committed_with_the_response_or_not_at_all() {
     let backend = MySqlBackend::new(&pool);
     let locks = LockManager::builder().backend(backend.clone());
     let namespace = support::unique("once");
-    let app = app(
+    let addr = serve(app(
         &backend,
         &locks,
         &table,
@@ -102,26 +102,13 @@ async fn effects_are_committed_with_the_response_or_not_at_all() {
         "the app",
         None,
         Arc::default(),
-    );
-    let addr = serve(app).await;
-
-    let first = post_with_key(addr, "/201", "k-1").await;
-    assert_eq!(first.status, 201, "{}", first.body);
-    assert_eq!(committed(&pool, &table).await, 1);
-    let again = post_with_key(addr, "/201", "k-1").await;
-    assert_eq!(again.header("idempotent-replayed"), Some("true"));
-    assert_eq!(again.body, first.body);
-    assert_eq!(committed(&pool, &table).await, 1, "a replay writes nothing");
-
-    let failed = post_with_key(addr, "/503", "k-2").await;
-    assert_eq!(failed.status, 503);
-    assert_eq!(committed(&pool, &table).await, 1, "not stored: rolled back");
-    let retried = post_with_key(addr, "/503", "k-2").await;
-    assert_eq!(retried.header("idempotent-replayed"), None, "it ran again");
-    assert_eq!(committed(&pool, &table).await, 1);
-    support::nothing_left_behind(&locks).await;
+    ))
+    .await;
+    committed_with_the_response_or_not_at_all(addr, &locks, || committed(&pool, &table)).await;
 }
 
+/// A run whose session is killed while its handler runs rolls back behind the run that
+/// took the key and committed first, and answers that run's response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_lost_its_lock_rolls_back_behind_the_one_that_committed() {
     let pool = MySqlPool::connect(&mariadb::shared_url()).await.unwrap();
@@ -150,36 +137,21 @@ async fn a_run_that_lost_its_lock_rolls_back_behind_the_one_that_committed() {
         None,
         Arc::default(),
     );
-    let (slow_addr, fast_addr) = (serve(slow_app).await, serve(fast_app).await);
-
-    let first = tokio::spawn(async move { post_with_key(slow_addr, "/201", "k").await });
-    entered.notified().await;
-    // The first run's lock session is killed behind its back.
-    let lock_name = support::eventually("the first run holds its key", || async {
-        slow_locks
-            .local_holds()
-            .first()
-            .map(|hold| hold.key.as_str().to_owned())
+    let apps = LostLock::serve((slow_app, slow_locks), fast_app, (gate, entered)).await;
+    let pool = &pool;
+    let end_session = move |lock_name: String| async move {
+        let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+            .bind(mysql_lock_name(&lock_name))
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        sqlx::query(&format!("KILL {}", holder.expect("held")))
+            .execute(pool)
+            .await
+            .unwrap();
+    };
+    a_lost_lock_rolls_back_behind_the_run_that_committed(apps, end_session, || {
+        committed(pool, &table)
     })
     .await;
-    let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
-        .bind(mysql_lock_name(&lock_name))
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    sqlx::query(&format!("KILL {}", holder.expect("held")))
-        .execute(&pool)
-        .await
-        .unwrap();
-    let second = post_with_key(fast_addr, "/201", "k").await;
-    assert_eq!(second.body, "ran by fast", "the second run took the key");
-    gate.notify_one();
-    let first = first.await.unwrap();
-    assert_eq!(first.status, 201);
-    assert_eq!(first.header("idempotent-replayed"), Some("true"));
-    assert_eq!(
-        first.body, "ran by fast",
-        "the first run answers the second's response"
-    );
-    assert_eq!(committed(&pool, &table).await, 1, "one run's effects");
 }

@@ -20,7 +20,11 @@ use tower_lock::idempotency::{
 use tower_lock::LockManager;
 
 use crate::support;
-use crate::support::http::{read, send_body, serve, Reply};
+use crate::support::exactly_once::{
+    a_lost_lock_rolls_back_behind_the_run_that_committed,
+    committed_with_the_response_or_not_at_all, post_with_key, LostLock,
+};
+use crate::support::http::serve;
 
 /// A table of effects of its own: one row per handler run that committed.
 async fn effects_table(pool: &PgPool) -> String {
@@ -39,15 +43,6 @@ async fn committed(pool: &PgPool, table: &str) -> i64 {
         .fetch_one(pool)
         .await
         .unwrap()
-}
-
-async fn post_with_key(addr: std::net::SocketAddr, path: &str, key: &str, body: &str) -> Reply {
-    let key = format!("\"{key}\"");
-    let headers = [
-        ("idempotency-key", key.as_str()),
-        ("content-type", "application/json"),
-    ];
-    read(send_body(addr, "POST", path, &headers, body).await).await
 }
 
 /// The app: `POST /{status}` writes a row in the request's transaction, then waits for
@@ -94,9 +89,7 @@ fn app(
     )
 }
 
-/// The handler's row and its response are committed together: a repetition is replayed
-/// and nothing more is written; a response that is not stored (a 5xx) rolls its writes
-/// back, and the retry runs again.
+/// The handler's row and its response are committed together, or not at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_are_committed_with_the_response_or_not_at_all() {
     let url = support::postgres::shared_url();
@@ -115,39 +108,20 @@ async fn effects_are_committed_with_the_response_or_not_at_all() {
         Arc::default(),
     ))
     .await;
-
-    let first = post_with_key(addr, "/201", "k-1", "").await;
-    assert_eq!(first.status, 201, "{}", first.body);
-    assert_eq!(committed(&pool, &table).await, 1);
-    let again = post_with_key(addr, "/201", "k-1", "").await;
-    assert_eq!(again.header("idempotent-replayed"), Some("true"));
-    assert_eq!(again.body, first.body);
-    assert_eq!(committed(&pool, &table).await, 1, "a replay writes nothing");
-
-    let failed = post_with_key(addr, "/503", "k-2", "").await;
-    assert_eq!(failed.status, 503);
-    assert_eq!(committed(&pool, &table).await, 1, "not stored: rolled back");
-    let retried = post_with_key(addr, "/503", "k-2", "").await;
-    assert_eq!(retried.status, 503);
-    assert_eq!(retried.header("idempotent-replayed"), None, "it ran again");
-    assert_eq!(committed(&pool, &table).await, 1);
-    support::nothing_left_behind(&locks).await;
+    committed_with_the_response_or_not_at_all(addr, &locks, || committed(&pool, &table)).await;
 }
 
-/// A run whose lock is lost while its handler runs (its session ended), and a second run
-/// of the key that takes the lock and commits first: the first run's commit finds the
-/// second's record, rolls back, and answers the second's response. One run's effects.
+/// A run whose session ends while its handler runs rolls back behind the run that took the
+/// key and committed first, and answers that run's response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_lost_its_lock_rolls_back_behind_the_one_that_committed() {
     let url = support::postgres::shared_url();
     let pool = PgPool::connect(&url).await.unwrap();
     let table = effects_table(&pool).await;
-    let slow = PostgresBackend::new(&pool);
+    let (slow, fast) = (PostgresBackend::new(&pool), PostgresBackend::new(&pool));
     let slow_locks = LockManager::builder().backend(slow.clone());
-    let gate = Arc::new(Notify::new());
-    let entered = Arc::new(Notify::new());
-    let fast = PostgresBackend::new(&pool);
     let fast_locks = LockManager::builder().backend(fast.clone());
+    let (gate, entered) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
     // Both apps share a namespace: the same key is the same lock.
     let namespace = support::unique("lost");
     let slow_app = app(
@@ -168,36 +142,21 @@ async fn a_run_that_lost_its_lock_rolls_back_behind_the_one_that_committed() {
         None,
         Arc::default(),
     );
-    let (slow_addr, fast_addr) = (serve(slow_app).await, serve(fast_app).await);
-
-    let first = tokio::spawn(async move { post_with_key(slow_addr, "/201", "k", "").await });
-    entered.notified().await;
-    // The first run's lock session ends behind its back.
-    let lock_name = support::eventually("the first run holds its key", || async {
-        slow_locks
-            .local_holds()
-            .first()
-            .map(|hold| hold.key.as_str().to_owned())
+    let apps = LostLock::serve((slow_app, slow_locks), fast_app, (gate, entered)).await;
+    let pool = &pool;
+    let end_session = move |lock_name: String| async move {
+        let holders = crate::sessions_of(pool, &lock_name, true).await;
+        assert_eq!(holders.len(), 1);
+        let _: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+            .bind(holders[0])
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    };
+    a_lost_lock_rolls_back_behind_the_run_that_committed(apps, end_session, || {
+        committed(pool, &table)
     })
     .await;
-    let holders = crate::sessions_of(&pool, &lock_name, true).await;
-    assert_eq!(holders.len(), 1);
-    let _: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
-        .bind(holders[0])
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    let second = post_with_key(fast_addr, "/201", "k", "").await;
-    assert_eq!(second.body, "ran by fast", "the second run took the key");
-    gate.notify_one();
-    let first = first.await.unwrap();
-    assert_eq!(first.status, 201);
-    assert_eq!(first.header("idempotent-replayed"), Some("true"));
-    assert_eq!(
-        first.body, "ran by fast",
-        "the first run answers the second's response"
-    );
-    assert_eq!(committed(&pool, &table).await, 1, "one run's effects");
 }
 
 /// The payments example, killed between a payment's writes and its commit: nothing was

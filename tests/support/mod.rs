@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod curator;
+pub mod exactly_once;
 pub mod http;
 pub mod mariadb;
 pub mod order;
