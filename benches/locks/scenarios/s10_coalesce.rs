@@ -164,20 +164,15 @@ pub(super) async fn s10(url: &str, scale: Scale, report: &mut Report) {
         &eval_client,
     )
     .await;
-    for (variant, label) in ["no layer", "Redis layer", "memory layer"]
-        .iter()
-        .enumerate()
-    {
-        let (value, number) = measured.cpu_per_request(variant);
-        report.add(
-            section,
-            &format!(
-                "distinct keys, 64 connections, {label}: CPU time per request (informational)"
-            ),
-            value,
-            number,
-        );
-    }
+    measured.report_cpu(
+        report,
+        section,
+        &[
+            (0, "distinct keys, 64 connections, no layer"),
+            (1, "distinct keys, 64 connections, Redis layer"),
+            (2, "distinct keys, 64 connections, memory layer"),
+        ],
+    );
     for (variant, backend, goal) in [(1, "Redis", 0.5), (2, "memory", 0.9)] {
         let r = measured.rate(variant) / measured.rate(0);
         report.goal(
@@ -220,12 +215,13 @@ pub(super) async fn s10(url: &str, scale: Scale, report: &mut Report) {
         ),
         r,
     );
-    let (value, number) = measured.cpu_per_request(1);
-    report.add(
+    measured.report_cpu(
+        report,
         section,
-        "distinct keys, 16 KiB responses, 64 connections, Redis layer: CPU time per request (informational)",
-        value,
-        number,
+        &[(
+            1,
+            "distinct keys, 16 KiB responses, 64 connections, Redis layer",
+        )],
     );
 }
 

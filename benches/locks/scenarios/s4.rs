@@ -153,15 +153,8 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
     }
     // Informational: where the Redis variant's throughput goes on these shared cores (the
     // Extension variant left out: it differs from the memory one by one layer).
-    for i in [0, 1, 2, floors, floors + 1] {
-        let (value, number) = measured.cpu_per_request(i);
-        report.add(
-            "S4b 64 connections",
-            &format!("{}: CPU time per request (informational)", labels[i]),
-            value,
-            number,
-        );
-    }
+    let variants = [0, 1, 2, floors, floors + 1].map(|i| (i, labels[i]));
+    measured.report_cpu(report, "S4b 64 connections", &variants);
     let (r_redis, r_memory) = (rates[1] / rates[0], rates[2] / rates[0]);
     let r_extension = rates[3] / rates[0];
     report.add(
@@ -233,15 +226,7 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
                 format!("{r:.2}"),
                 r,
             );
-            for (i, label) in ["no lock", "LockLayer redis"].iter().enumerate() {
-                let (value, number) = measured.cpu_per_request(i);
-                report.add(
-                    section,
-                    &format!("{label}: CPU time per request"),
-                    value,
-                    number,
-                );
-            }
+            measured.report_cpu(report, section, &[(0, "no lock"), (1, "LockLayer redis")]);
         }
         Err(why) => report.add(section, "not measured", why, 0.0),
     }
@@ -318,8 +303,27 @@ impl Rounds {
         self.times[variant].len() as f64 / self.elapsed[variant].as_secs_f64()
     }
 
+    /// Reports the CPU time per request of each `(variant, label)`, as
+    /// "<label>: CPU time per request (informational)".
+    pub(super) fn report_cpu(
+        &self,
+        report: &mut Report,
+        section: &str,
+        variants: &[(usize, &str)],
+    ) {
+        for &(variant, label) in variants {
+            let (value, number) = self.cpu_per_request(variant);
+            report.add(
+                section,
+                &format!("{label}: CPU time per request (informational)"),
+                value,
+                number,
+            );
+        }
+    }
+
     /// CPU time per request of `variant`: "this process X µs + redis-server Y µs".
-    pub(super) fn cpu_per_request(&self, variant: usize) -> (String, f64) {
+    fn cpu_per_request(&self, variant: usize) -> (String, f64) {
         let requests = self.times[variant].len().max(1) as u32;
         let cpu = self.cpu[variant];
         let per = |time: Option<Duration>| time.map(|t| t / requests);

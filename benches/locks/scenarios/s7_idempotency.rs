@@ -163,26 +163,17 @@ pub(super) async fn s7(url: &str, admin: &Client, scale: Scale, report: &mut Rep
         &eval_client,
     )
     .await;
-    for (variant, label) in [
-        "no layer",
-        "Redis layer",
-        "memory layer",
-        "LockLayer Redis",
-        "LockLayer memory",
-    ]
-    .iter()
-    .enumerate()
-    {
-        let (value, number) = measured.cpu_per_request(variant);
-        report.add(
-            section,
-            &format!(
-                "distinct keys, 64 connections, {label}: CPU time per request (informational)"
-            ),
-            value,
-            number,
-        );
-    }
+    measured.report_cpu(
+        report,
+        section,
+        &[
+            (0, "distinct keys, 64 connections, no layer"),
+            (1, "distinct keys, 64 connections, Redis layer"),
+            (2, "distinct keys, 64 connections, memory layer"),
+            (3, "distinct keys, 64 connections, LockLayer Redis"),
+            (4, "distinct keys, 64 connections, LockLayer memory"),
+        ],
+    );
     let (r_redis, r_memory) = (
         measured.rate(1) / measured.rate(0),
         measured.rate(2) / measured.rate(0),
