@@ -36,6 +36,15 @@ pub(crate) async fn paused_with_both_slots_taken(
     fillers
 }
 
+/// Releases the fillers' locks (each was taken).
+pub(crate) async fn release_fillers(
+    fillers: Vec<tokio::task::JoinHandle<Result<LockGuard, LockError>>>,
+) {
+    for filler in fillers {
+        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
+    }
+}
+
 pub(crate) async fn wait_queued(backend: &RedisBackend, queued: usize) {
     support::eventually(&format!("{queued} operations queued"), || async {
         (backend.queued_operations() == queued).then_some(())
@@ -91,9 +100,7 @@ async fn a_held_key_among_first_acquisitions_is_busy_and_the_others_acquire() {
         assert!(pttl > 0, "{name} has its lease: {pttl}");
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
-    for filler in fillers {
-        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
-    }
+    release_fillers(fillers).await;
 }
 
 /// A release and another owner's acquisition of the same key in one call run in the order
@@ -157,9 +164,7 @@ async fn operations_on_one_key_keep_their_order_within_a_call() {
         assert_eq!(message.value.as_str().as_deref(), Some("0"));
     }
     assert_eq!(late.release().await.unwrap(), Released::Unlocked);
-    for filler in fillers {
-        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
-    }
+    release_fillers(fillers).await;
     let _ = subscriber.quit().await;
 }
 

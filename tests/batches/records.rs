@@ -10,7 +10,7 @@ use tower_lock::lock::{LockGuard, LockRecord, Released};
 use tower_lock::{LockError, LockManager};
 
 use super::support::{self, RedisServer};
-use super::{paused_with_both_slots_taken, try_lock, wait_queued};
+use super::{paused_with_both_slots_taken, release_fillers, try_lock, wait_queued};
 
 /// `name` taken unless it has a record (it has none and is free).
 async fn claimed(locks: &LockManager, name: &str) -> LockGuard {
@@ -124,9 +124,7 @@ async fn claims_and_stores_share_calls_with_plain_operations() {
     for guard in [fresh, plain, running] {
         assert_eq!(guard.release().await.unwrap(), Released::Unlocked);
     }
-    for filler in fillers {
-        let _ = filler.await.unwrap().unwrap().release().await.unwrap();
-    }
+    release_fillers(fillers).await;
 }
 
 /// Claims of keys touched once, all free, share one multi-key `EXISTS` (the script's
