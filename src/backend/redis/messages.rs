@@ -36,11 +36,16 @@ pub(in crate::backend) async fn deliver_messages(
                     notices.turn(&key, &owner);
                     continue;
                 }
-                // A record sent to the waiters of a lock taken unless recorded (before the
-                // unlock message of its release, on the lock's own channel).
+                // A record sent to the waiters of a lock taken unless recorded (on
+                // tower-lock's record channel, before the unlock message of its release);
+                // the message's own bytes, not a copy (a record may be large).
                 if let Some(keys) = keys_of_record_channel(&message.channel) {
-                    if let Some(record) = message.value.as_bytes() {
-                        let record = bytes::Bytes::copy_from_slice(record);
+                    let record = match message.value {
+                        Value::Bytes(record) => Some(record),
+                        Value::String(record) => Some(record.into_inner()),
+                        _ => None,
+                    };
+                    if let Some(record) = record {
                         for key in keys {
                             notices.recorded(&key, &record);
                         }
