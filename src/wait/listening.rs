@@ -58,14 +58,16 @@ impl WaitQueues {
     }
 
     /// Another process's release of `key` stored `record` for its waiters: those queued now
-    /// have it and are woken (one taking the lock unless recorded answers with it; any
-    /// other waits on for the unlock message that follows). Only those queued now: one that
-    /// queues later asks the backend, whose record may have expired by then.
+    /// that take the lock only unless it has a record have it and are woken (they answer
+    /// with it); any other waits on for the unlock message that follows. Only those queued
+    /// now: one that queues later asks the backend, whose record may have expired by then.
     pub(crate) fn record_arrived(&self, key: &LockKey, record: &bytes::Bytes) {
         if let Some(queue) = self.lock(key).queues.get_mut(key) {
             for waiter in &queue.waiters {
-                *waiter.record.lock().unwrap_or_else(|e| e.into_inner()) = Some(record.clone());
-                waiter.signal(true);
+                if let Some(slot) = &waiter.record {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(record.clone());
+                    waiter.signal(true);
+                }
             }
         }
     }

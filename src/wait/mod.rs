@@ -257,8 +257,9 @@ impl WaitQueues {
 
     /// Enqueues a waiter for lock `kind` at the back of `key`'s queue, acquiring as
     /// `owner` with `lease`. `found` is what the caller's attempt just found, if it made
-    /// one. `records`: it takes the lock only unless it has a record (for a queue's first
-    /// waiter, the backend then listens for records too).
+    /// one. `records`: it takes the lock only unless it has a record (it is sent the
+    /// records that releases send to waiters; for a queue's first waiter, the backend then
+    /// listens for them).
     pub(crate) fn join(
         &self,
         key: &LockKey,
@@ -276,7 +277,7 @@ impl WaitQueues {
             owner: owner.clone(),
             lease,
             offer: Mutex::new(OfferState::Idle),
-            record: Mutex::new(None),
+            record: records.then(|| Mutex::new(None)),
         });
         let mut state = self.lock(key);
         let created = !state.queues.contains_key(key);

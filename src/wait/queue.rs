@@ -136,9 +136,11 @@ pub(crate) struct Waiter {
     pub(super) lease: std::time::Duration,
     /// Where a hand-over to this waiter stands (taken after its shard's mutex, if both).
     pub(super) offer: Mutex<OfferState>,
-    /// The record another process's release stored while this waiter waited, as its
-    /// message brought it (see `WaitQueues::record_arrived`).
-    pub(super) record: Mutex<Option<bytes::Bytes>>,
+    /// For a waiter that takes the lock only unless it has a record: the record another
+    /// process's release stored while it waited, as its message brought it (see
+    /// `WaitQueues::record_arrived`). `None` for any other waiter: a record is not news
+    /// to it.
+    pub(super) record: Option<Mutex<Option<bytes::Bytes>>>,
 }
 
 impl Waiter {

@@ -327,9 +327,10 @@ async fn a_release_while_an_attempt_is_on_its_way_still_wakes_the_waiter() {
 }
 
 /// A record that another process's release sent goes to the waiters queued when it
-/// arrives, and wakes them; a waiter that queues later does not get it (it asks the
-/// backend, where the record may have expired). A queue whose first waiter takes the lock
-/// unless recorded says so, for the backend to listen for records too.
+/// arrives that take the lock unless recorded, and wakes them; a waiter that queues later
+/// does not get it (it asks the backend, where the record may have expired), nor does one
+/// that takes the lock whatever its record (not woken for it). A queue whose first waiter
+/// takes the lock unless recorded says so, for the backend to listen for records too.
 #[tokio::test]
 async fn a_record_sent_to_waiters_reaches_those_queued_then() {
     let queues = WaitQueues::new(false);
@@ -343,7 +344,14 @@ async fn a_record_sent_to_waiters_reaches_those_queued_then() {
         Duration::from_secs(30),
     );
     assert!(queues.waits_for_records(&key));
-    let second = waiting(&queues, &key, "a:2");
+    let second = queues.join(
+        &key,
+        (LockKind::Plain, true),
+        Found::Nothing,
+        &OwnerId::from_raw("a:2"),
+        Duration::from_secs(30),
+    );
+    let plain = waiting(&queues, &key, "a:5");
     let record = bytes::Bytes::from_static(b"the response");
     queues.record_arrived(&key, &record);
     for ticket in [&first, &second] {
@@ -351,9 +359,10 @@ async fn a_record_sent_to_waiters_reaches_those_queued_then() {
         assert_eq!(ticket.take_record(), Some(record.clone()));
         assert_eq!(ticket.take_record(), None, "taken once");
     }
+    assert_eq!(plain.take_record(), None, "not a waiter for records");
     let later = waiting(&queues, &key, "a:3");
     assert_eq!(later.take_record(), None);
-    drop((first, second, later));
+    drop((first, second, plain, later));
     assert!(!queues.waits_for_records(&key), "no queue left");
     let plain = waiting(&queues, &key, "a:4");
     assert!(!queues.waits_for_records(&key));

@@ -109,6 +109,7 @@ impl Ticket {
     pub(crate) fn take_record(&self) -> Option<bytes::Bytes> {
         self.waiter
             .record
+            .as_ref()?
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()

@@ -192,10 +192,8 @@ impl<'a> Acquisition<'a> {
         loop {
             // The release this waiter waited for sent its record (another process's): the
             // answer an attempt would get, a round trip sooner.
-            if want.unless_recorded {
-                if let Some(record) = queued.ticket().take_record() {
-                    return Err(self.recorded(record));
-                }
+            if let Some(record) = queued.ticket().take_record() {
+                return Err(self.recorded(record));
             }
             match queued.ticket().turn() {
                 Turn::Try => {
