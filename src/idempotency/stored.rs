@@ -92,9 +92,10 @@ impl StoredResponse {
         body: &Bytes,
     ) -> Option<Bytes> {
         let kept_headers = || headers.iter().filter(|(name, _)| kept(name));
-        if kept_headers().any(|(_, value)| value.len() > usize::from(u16::MAX))
-            || kept_headers().count() > usize::from(u16::MAX)
-        {
+        let (count, too_long) = kept_headers().fold((0usize, false), |(n, long), (_, value)| {
+            (n + 1, long || value.len() > usize::from(u16::MAX))
+        });
+        if too_long || count > usize::from(u16::MAX) {
             return None;
         }
         Some(write_record(fingerprint, status, kept_headers, body))

@@ -22,7 +22,9 @@ use crate::backend::redis::scripts::{
 /// announces that it ends a run of `N` holds of this process (it publishes `-N` on the
 /// channel just before Redisson's UNLOCK `0`; Redisson ignores other messages); `r` renew;
 /// `h` hand-over, followed by a fourth argument, the successor (the lease is the
-/// successor's).
+/// successor's); `c` claim and `s` store, locks with a record, whose keys and further
+/// arguments [`OpKind::Claim`](super::OpKind::Claim) and
+/// [`OpKind::Store`](super::OpKind::Store) describe.
 ///
 /// A call of more than one operation starts with three more arguments, which let the
 /// operations on keys that no other operation of the call touches share Redis calls
@@ -51,6 +53,9 @@ use crate::backend::redis::scripts::{
 ///   A re-sent hand-over that already took effect finds the successor holding the lock
 ///   and reports [`HANDED_OVER`] again;
 /// - renew: 1 when renewed, 0 when the owner no longer holds the lock;
+/// - claim: as an acquisition, or `{RECORDED, record}`, or `HELD_FOR_OTHER_WORK`;
+/// - store: as a release, or `RECORD_WANTED` when its record was withheld and someone
+///   waits for it or the lock is gone (sent again with the record, it answers as a release);
 /// - or an error message (a string) when Redis rejected that operation (the key holds
 ///   other data); the other operations of the batch are not affected.
 pub(in crate::backend) fn script(sharded: bool) -> String {
