@@ -220,12 +220,12 @@ async fn waiting_claim(
         format!("tower_lock_record_channel:{{{name}}}"),
     ];
     support::eventually("the waiter listens and has looked again", || async {
-        let mut arguments = vec!["NUMSUB".to_owned()];
-        arguments.extend(channels.iter().cloned());
-        let counts: Vec<(String, i64)> =
-            admin.custom(fred::cmd!("PUBSUB"), arguments).await.ok()?;
-        let listening = counts.iter().all(|(_, n)| *n == 1);
-        (listening && support::command_calls(admin, "evalsha").await == calls).then_some(())
+        for channel in &channels {
+            if support::numsub(admin, channel).await != 1 {
+                return None;
+            }
+        }
+        (support::command_calls(admin, "evalsha").await == calls).then_some(())
     })
     .await;
     waiter
