@@ -5,6 +5,7 @@ pub(in crate::engine) mod multi;
 mod records;
 pub(in crate::engine) mod semaphore;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -127,8 +128,8 @@ impl LockRequest {
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire(self) -> Result<LockGuard, LockError> {
-        self.wait(Duration::ZERO).acquire().await
+    pub fn try_acquire(self) -> impl Future<Output = Result<LockGuard, LockError>> + Send {
+        self.wait(Duration::ZERO).acquire()
     }
 
     /// Acquires the lock, waiting up to the wait time.
@@ -145,14 +146,19 @@ impl LockRequest {
     /// Cancel safe: dropping the future at any point leaves no lock behind. An attempt
     /// already sent is finished in the background and released if it succeeded, and a
     /// lock handed to this request as it is dropped is released for it.
-    pub async fn acquire(self) -> Result<LockGuard, LockError> {
-        let acquired = match self.acquire_now(true) {
-            Ok(acquired) => acquired,
-            Err(request) => request.acquire_parts(true).await,
-        };
-        let (guard, watchdog) = acquired?;
-        debug_assert!(watchdog.is_none());
-        Ok(guard)
+    pub fn acquire(self) -> impl Future<Output = Result<LockGuard, LockError>> + Send {
+        // Kept small, as callers hold it in their own futures: an async block keeps the
+        // request once (an async fn's argument is kept twice), and the waiting path, which
+        // an acquisition answered at once never takes, is boxed apart (2 KiB of state).
+        async move {
+            let acquired = match self.acquire_now(true) {
+                Ok(acquired) => acquired,
+                Err(request) => Box::pin(request.acquire_parts(true)).await,
+            };
+            let (guard, watchdog) = acquired?;
+            debug_assert!(watchdog.is_none());
+            Ok(guard)
+        }
     }
 
     /// What this request asks for, by a new owner.
