@@ -217,18 +217,31 @@ where
     };
     let (head, body) = response.into_parts();
     let captured = capture(Box::pin(body), config.share_limit).await;
-    let outcome = outcome_of(&config, &head, &captured, digest);
-    telemetry::coalesce(match outcome {
-        Outcome::Shared(_) => "led",
-        _ => "led_not_shared",
+    // The record for other processes is written from the response's parts; its copy for
+    // this process's followers is made only if the flight has some (on distinct keys
+    // nobody waits).
+    let shared = sharing(&config, &head, &captured).and_then(|data| {
+        StoredResponse::record_of(&digest, head.status, &head.headers, data)
+            .map(|record| (data, record))
+            .ok_or(Outcome::RunYourselves)
     });
-    let record = outcome.record();
-    let retention = match outcome {
-        Outcome::Shared(_) => config.window.max(HANDOFF),
-        _ => HANDOFF,
-    };
+    telemetry::coalesce(if shared.is_ok() {
+        "led"
+    } else {
+        "led_not_shared"
+    });
     // The flight first (it is answered from memory), then the other processes.
-    lead.tell(outcome);
+    lead.tell_with(|| match &shared {
+        Ok((data, _)) => StoredResponse::new(digest, head.status, &head.headers, (*data).clone())
+            .map_or(Outcome::RunYourselves, |stored| {
+                Outcome::Shared(Arc::new(stored))
+            }),
+        Err(outcome) => outcome.clone(),
+    });
+    let (record, retention) = match shared {
+        Ok((_, record)) => (Some(record), config.window.max(HANDOFF)),
+        Err(outcome) => (outcome.record(), HANDOFF),
+    };
     let released = match record {
         Some(record) => {
             let mut record = LockRecord::new(record, retention);
@@ -247,15 +260,15 @@ where
     Ok(http::Response::from_parts(head, captured.into_body()))
 }
 
-/// What the handler's response is for the requests that wait for it.
-fn outcome_of<B>(
+/// Whether the handler's response is for the requests that wait for it: `Ok`, its body;
+/// else what they do.
+fn sharing<'a, B>(
     config: &CoalesceConfig,
     head: &http::response::Parts,
-    captured: &Captured<B>,
-    digest: [u8; 32],
-) -> Outcome {
+    captured: &'a Captured<B>,
+) -> Result<&'a Bytes, Outcome> {
     if !(config.share_if)(head.status, &head.headers) {
-        return Outcome::LeadNext;
+        return Err(Outcome::LeadNext);
     }
     let private = cache_control_says(&head.headers, "private")
         || cache_control_says(&head.headers, "no-store")
@@ -265,11 +278,8 @@ fn outcome_of<B>(
         Captured::Whole {
             data,
             trailers: None,
-        } if !private => StoredResponse::new(digest, head.status, &head.headers, data.clone())
-            .map_or(Outcome::RunYourselves, |stored| {
-                Outcome::Shared(Arc::new(stored))
-            }),
-        _ => Outcome::RunYourselves,
+        } if !private => Ok(data),
+        _ => Err(Outcome::RunYourselves),
     }
 }
 
