@@ -60,6 +60,7 @@ where
     let Some(manager) = request_manager(config.manager.as_ref(), &parts, "CoalesceLayer") else {
         return Ok(answer(CoalesceRejection::NoManager));
     };
+    let manager = manager.clone();
     let request = Request::from_parts(parts, body);
     // When the wait ends: read from the clock once this request first waits (a leader
     // that never followed has all of it).

@@ -66,7 +66,7 @@ where
     let scope = config.scope.as_ref().and_then(|scope| scope(&parts));
     let name = lock_name(&config.namespace, scope.as_deref(), &key);
     let fingerprint = fingerprint(&config, &parts, &body);
-    let guard = match claim(&config, &manager, &name, &fingerprint).await {
+    let guard = match claim(&config, manager, &name, &fingerprint).await {
         Ok(guard) => guard,
         Err(LockError::Recorded { record, .. }) => {
             return Ok(replay(&config, &record, &fingerprint));
@@ -114,8 +114,11 @@ where
     #[cfg(not(any(feature = "postgres", feature = "mysql")))]
     let slot = None;
     let request = Request::from_parts(parts, Body::from(body));
-    let work = execute(config.clone(), service, request, guard, fingerprint, slot);
-    if !config.finish_on_disconnect {
+    let finish_on_disconnect = config.finish_on_disconnect;
+    // Moved on, not cloned: a clone and its drop would pass the settings' count's cache line
+    // between the threads that serve requests.
+    let work = execute(config, service, request, guard, fingerprint, slot);
+    if !finish_on_disconnect {
         return work.await;
     }
     // Finished in the background if the request is dropped (its client hung up): the
@@ -148,14 +151,14 @@ async fn read_whole(body: Body, config: &IdempotencyConfig) -> Result<Bytes, Ide
 
 /// A layer's own manager, else the request's (`layer` names the layer in the error logged
 /// when there is neither).
-pub(crate) fn request_manager(
-    own: Option<&LockManager>,
-    parts: &Parts,
+pub(crate) fn request_manager<'a>(
+    own: Option<&'a LockManager>,
+    parts: &'a Parts,
     layer: &'static str,
-) -> Option<LockManager> {
-    let manager = own
-        .cloned()
-        .or_else(|| parts.extensions.get::<LockManager>().cloned());
+) -> Option<&'a LockManager> {
+    // Borrowed, not cloned: every request's clone and drop of the manager's count would
+    // pass its cache line between the threads that serve requests.
+    let manager = own.or_else(|| parts.extensions.get::<LockManager>());
     if manager.is_none() {
         throttled!(
             error,
