@@ -12,6 +12,8 @@ mod request;
 
 #[cfg(feature = "idempotency")]
 pub(crate) use background::drop_safe::DropSafe;
+#[cfg(feature = "idempotency")]
+pub(crate) use background::renewal::DeferredWatchdog;
 #[cfg(feature = "axum")]
 pub(crate) use background::renewal::InlineWatchdog;
 pub use hold::guard::LockGuard;

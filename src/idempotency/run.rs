@@ -19,7 +19,7 @@ use super::key::lock_name;
 use super::rejection::IdempotencyRejection;
 use super::stored::{cache_control_says, Fingerprint, StoredResponse};
 use super::{DoNotStore, IdempotencyKey};
-use crate::engine::{DropSafe, LockGuard, LockManager};
+use crate::engine::{Acquired, DeferredWatchdog, DropSafe, LockGuard, LockManager};
 use crate::error::{LockError, Released};
 use crate::http::layer::body::read_body;
 use crate::http::LockRejection;
@@ -66,8 +66,8 @@ where
     let scope = config.scope.as_ref().and_then(|scope| scope(&parts));
     let name = lock_name(&config.namespace, scope.as_deref(), &key);
     let fingerprint = fingerprint(&config, &parts, &body);
-    let guard = match claim(&config, manager, &name, &fingerprint).await {
-        Ok(guard) => guard,
+    let claimed = match claim(&config, manager, &name, &fingerprint).await {
+        Ok(claimed) => claimed,
         Err(LockError::Recorded { record, .. }) => {
             return Ok(replay(&config, &record, &fingerprint));
         }
@@ -117,7 +117,7 @@ where
     let finish_on_disconnect = config.finish_on_disconnect;
     // Moved on, not cloned: a clone and its drop would pass the settings' count's cache line
     // between the threads that serve requests.
-    let work = execute(config, service, request, guard, fingerprint, slot);
+    let work = execute(config, service, request, claimed, fingerprint, slot);
     if !finish_on_disconnect {
         return work.await;
     }
@@ -194,20 +194,21 @@ fn fingerprint(config: &IdempotencyConfig, parts: &Parts, body: &Bytes) -> Finge
 /// Takes the key's lock unless a response is stored for it, for this request (its
 /// fingerprint, kept with the lock while it runs: another request with the key is refused at
 /// once). A repetition that finds the first request running waits for it (counted), or is
-/// refused at once.
+/// refused at once. The lock's watchdog comes back unstarted: it starts only if the
+/// handler has to wait.
 async fn claim(
     config: &IdempotencyConfig,
     manager: &LockManager,
     name: &str,
     fingerprint: &Fingerprint,
-) -> Result<LockGuard, LockError> {
+) -> Result<Acquired, LockError> {
     let request = || {
         manager
             .lock(name)
             // Owned by the Bytes: its clones (one kept by the backend) share it.
             .unless_recorded_for(Bytes::from_owner(*fingerprint))
     };
-    let first = request().try_acquire().await;
+    let first = request().wait(Duration::ZERO).acquire_unwatched().await;
     if config.concurrent == OnConcurrent::Conflict
         || !matches!(first, Err(LockError::TimedOut { .. }))
     {
@@ -215,8 +216,8 @@ async fn claim(
     }
     telemetry::idempotency("waited");
     match config.wait {
-        Some(wait) => request().wait(wait).acquire().await,
-        None => request().acquire().await,
+        Some(wait) => request().wait(wait).acquire_unwatched().await,
+        None => request().acquire_unwatched().await,
     }
 }
 
@@ -243,7 +244,7 @@ async fn execute<S, B>(
     config: Arc<IdempotencyConfig>,
     mut service: S,
     request: Request<Body>,
-    guard: LockGuard,
+    (guard, keeper): Acquired,
     fingerprint: Fingerprint,
     slot: Option<Slot>,
 ) -> Result<Response, S::Error>
@@ -252,11 +253,15 @@ where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let response = match call(&mut service, request).await {
+    // Renews the lease while the handler, its body or its transaction waits; dropped
+    // before the release.
+    let mut watchdog = DeferredWatchdog::new(keeper);
+    let response = match watchdog.run(&guard, call(&mut service, request)).await {
         Ok(response) => response,
         Err(error) => {
             // Nothing to store: the key is free for a retry (a transaction of the handler's
             // rolls back when dropped).
+            drop(watchdog);
             let _ = guard.release().await;
             return Err(error);
         }
@@ -266,7 +271,9 @@ where
     let refused = head.extensions.remove::<DoNotStore>().is_some()
         || cache_control_says(&head.headers, "no-store")
         || !(config.store_if)(head.status, &head.headers);
-    let captured = capture(Box::pin(body), config.store_limit).await;
+    let captured = watchdog
+        .run(&guard, capture(Box::pin(body), config.store_limit))
+        .await;
     let record = match (&captured, refused) {
         (
             Captured::Whole {
@@ -281,16 +288,18 @@ where
     if let (Some(slot), Some(transactions)) = (slot, &config.transactions) {
         let record = record.clone();
         let key = guard.key().as_str().to_owned();
-        let ended =
-            super::transaction::end(transactions, slot, &key, record, config.retention).await;
+        let ending = super::transaction::end(transactions, slot, &key, record, config.retention);
+        let ended = watchdog.run(&guard, ending).await;
         // A handler that wrote nothing in the transaction: its response is stored as usual.
         if !matches!(ended, super::transaction::Ended::NotBegun) {
+            drop(watchdog);
             let answer = in_transaction(&config, ended, guard, &fingerprint).await;
             return Ok(answer.unwrap_or_else(|| Response::from_parts(head, captured.into_body())));
         }
     }
     #[cfg(not(any(feature = "postgres", feature = "mysql")))]
     let _ = slot;
+    drop(watchdog);
     let released = match record {
         Some(record) => guard.release_recording(record, config.retention).await,
         None => {

@@ -348,8 +348,44 @@ async fn scopes_keep_clients_apart(backend: BackendUnderTest) {
     assert_eq!(handlers.runs(), 2);
 }
 
+/// A handler that runs for three leases keeps its key: the lease is renewed while it
+/// waits, so a duplicate meanwhile is refused as in progress, never run; then the stored
+/// response is replayed. (What is tried is time passing, hence the sleep.)
+async fn a_handler_longer_than_its_lease_keeps_its_key(backend: BackendUnderTest) {
+    let lease = Duration::from_secs(1);
+    let locks = backend.manager(LockManager::builder().lease(lease)).await;
+    let (handlers, gate) = Handlers::new(true);
+    let layer = layer(&locks).on_concurrent(OnConcurrent::Conflict);
+    let addr = app::serve(app::app(&handlers, layer)).await;
+    let first = tokio::spawn(async move { post(addr, "/orders", "long", "x").await });
+    support::eventually("the first request runs", || async {
+        (handlers.started.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(3 * lease).await;
+    // A duplicate that took the key would run the handler, held at the gate: bounded.
+    let duplicate =
+        tokio::time::timeout(Duration::from_secs(30), post(addr, "/orders", "long", "x"))
+            .await
+            .expect("a duplicate is answered at once, not run (the first's lease ran out)");
+    assert_eq!(
+        duplicate.status,
+        StatusCode::CONFLICT,
+        "{}",
+        duplicate.text()
+    );
+    gate.open();
+    let first = first.await.unwrap();
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text());
+    let after = post(addr, "/orders", "long", "x").await;
+    assert!(after.replayed() && after.same_as(&first), "{after:?}");
+    assert_eq!(handlers.runs(), 1);
+    support::nothing_left_behind(&locks).await;
+}
+
 backend_suite!(
     [Memory, Redis, Cluster, Postgres, MySql]
+    a_handler_longer_than_its_lease_keeps_its_key,
     the_first_runs_and_repetitions_are_replayed,
     a_key_reused_for_another_request_is_422,
     a_key_reused_while_the_first_runs_is_422_at_once,

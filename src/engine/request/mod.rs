@@ -161,6 +161,20 @@ impl LockRequest {
         }
     }
 
+    /// Acquires, with the watchdog (if any) handed back unstarted: the caller starts it
+    /// (with [`LockGuard::keep_alive`]) only if the work under the lock has to wait, and
+    /// drops it before releasing. Boxed as [`acquire`](Self::acquire) is, on its waiting
+    /// path only.
+    #[cfg(feature = "axum")]
+    pub(crate) fn acquire_unwatched(self) -> impl Future<Output = Result<Acquired, LockError>> {
+        async move {
+            match self.acquire_now(false) {
+                Ok(acquired) => acquired,
+                Err(request) => Box::pin(request.acquire_parts(false)).await,
+            }
+        }
+    }
+
     /// What this request asks for, by a new owner.
     fn want(&self, key: LockKey) -> Want {
         let (lease, renewed) = match self.fixed_lease {

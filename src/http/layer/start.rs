@@ -186,10 +186,7 @@ where
         Err(rejection) => return Start::Rejected(rejection),
     };
     let key = lock.key().cloned();
-    let acquired = match lock.acquire_now(false) {
-        Ok(acquired) => acquired,
-        Err(lock) => lock.acquire_parts(false).await,
-    };
+    let acquired = lock.acquire_unwatched().await;
     finish(&config, parts, body, acquired, key.as_ref())
 }
 

@@ -1,7 +1,10 @@
 //! Lease renewal: one task per manager renews the leases of all its held locks (every
-//! lease/3), or a watchdog future polled by its caller (the HTTP layer's response future);
+//! lease/3), or a watchdog future polled by its caller (the HTTP layer's response future, the
+//! idempotency layer's run, started only once the work under the lock has to wait);
 //! a gate orders renewals before the release.
 
+#[cfg(feature = "idempotency")]
+mod deferred;
 mod gate;
 mod schedule;
 mod watchdog;
@@ -30,6 +33,8 @@ pub(crate) trait Renewable: Send + Sync + 'static {
     fn runtime(&self) -> Option<Handle>;
 }
 
+#[cfg(feature = "idempotency")]
+pub(crate) use deferred::DeferredWatchdog;
 pub(crate) use gate::RenewGate;
 pub(crate) use schedule::Renewals;
 #[cfg(feature = "axum")]
