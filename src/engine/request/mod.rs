@@ -146,6 +146,7 @@ impl LockRequest {
     /// Cancel safe: dropping the future at any point leaves no lock behind. An attempt
     /// already sent is finished in the background and released if it succeeded, and a
     /// lock handed to this request as it is dropped is released for it.
+    #[allow(clippy::manual_async_fn)] // An async fn would keep `self` twice (see below).
     pub fn acquire(self) -> impl Future<Output = Result<LockGuard, LockError>> + Send {
         // Kept small, as callers hold it in their own futures: an async block keeps the
         // request once (an async fn's argument is kept twice), and the waiting path, which
@@ -166,6 +167,7 @@ impl LockRequest {
     /// drops it before releasing. Boxed as [`acquire`](Self::acquire) is, on its waiting
     /// path only.
     #[cfg(feature = "axum")]
+    #[allow(clippy::manual_async_fn)] // An async fn would keep `self` twice.
     pub(crate) fn acquire_unwatched(self) -> impl Future<Output = Result<Acquired, LockError>> {
         async move {
             match self.acquire_now(false) {
