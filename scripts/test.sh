@@ -45,7 +45,7 @@ python3 scripts/import-cycles.py src
 python3 scripts/rust-version.py --check
 cargo clippy --all-targets --all-features --quiet -- -D warnings
 # Each feature on its own builds cleanly (the engine and the in-memory backend need neither).
-for features in "" "redis" "axum" "metrics" "conformance" "postgres" "zookeeper" "mysql" "coalesce"; do
+for features in "" "redis" "axum" "idempotency" "metrics" "conformance" "postgres" "zookeeper" "mysql" "coalesce"; do
   cargo clippy --lib --quiet --no-default-features --features "$features" -- -D warnings
 done
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet

@@ -19,7 +19,7 @@ use super::key::lock_name;
 use super::rejection::IdempotencyRejection;
 use super::stored::{cache_control_says, Fingerprint, StoredResponse};
 use super::{DoNotStore, IdempotencyKey};
-use crate::engine::{Acquired, DeferredWatchdog, DropSafe, LockGuard, LockManager};
+use crate::engine::{Acquired, DeferredWatchdog, DropSafe, LockManager};
 use crate::error::{LockError, Released};
 use crate::http::layer::body::read_body;
 use crate::http::LockRejection;
@@ -331,7 +331,7 @@ type Slot = std::convert::Infallible;
 async fn in_transaction(
     config: &IdempotencyConfig,
     ended: super::transaction::Ended,
-    guard: LockGuard,
+    guard: crate::engine::LockGuard,
     fingerprint: &Fingerprint,
 ) -> Option<Response> {
     use super::transaction::Ended;

@@ -48,7 +48,9 @@ fn kept(name: &HeaderName) -> bool {
 
 impl StoredResponse {
     /// The response to store: `headers` without those a replay must not repeat. `None` when
-    /// a header is too long for the record (over 64 KiB).
+    /// a header is too long for the record (over 64 KiB). (The coalescing layer's, for the
+    /// requests of its process; the idempotency layer writes records with `record_of`.)
+    #[cfg(any(feature = "coalesce", test))]
     pub(crate) fn new(
         fingerprint: Fingerprint,
         status: StatusCode,
@@ -74,6 +76,7 @@ impl StoredResponse {
     }
 
     /// The record's bytes.
+    #[cfg(any(feature = "coalesce", test))]
     pub(crate) fn encode(&self) -> Bytes {
         write_record(
             &self.fingerprint,
