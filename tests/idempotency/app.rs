@@ -50,6 +50,14 @@ impl Handlers {
         self.runs.load(Ordering::SeqCst)
     }
 
+    /// Returns once `n` handlers have started (they may be held at the gate).
+    pub async fn until_started(&self, n: usize) {
+        crate::support::eventually("the handler runs", || async {
+            (self.started.load(Ordering::SeqCst) >= n).then_some(())
+        })
+        .await;
+    }
+
     async fn run(&self) -> usize {
         self.started.fetch_add(1, Ordering::SeqCst);
         let mut gate = self.gate.clone();

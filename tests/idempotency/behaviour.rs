@@ -140,10 +140,7 @@ async fn concurrent_duplicates_wait_for_the_first(backend: BackendUnderTest) {
     ))
     .await;
     let first = tokio::spawn(async move { post(addr, "/orders", "dup", "x").await });
-    support::eventually("the first request runs", || async {
-        (handlers.started.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    handlers.until_started(1).await;
     let duplicates: Vec<_> = (0..32)
         .map(|_| tokio::spawn(async move { post(addr, "/orders", "dup", "x").await }))
         .collect();
@@ -171,10 +168,7 @@ async fn concurrent_duplicates_conflict_when_asked(backend: BackendUnderTest) {
     let layer = layer(&locks).on_concurrent(OnConcurrent::Conflict);
     let addr = app::serve(app::app(&handlers, layer)).await;
     let first = tokio::spawn(async move { post(addr, "/orders", "c", "x").await });
-    support::eventually("the first request runs", || async {
-        (handlers.started.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    handlers.until_started(1).await;
     let conflict = post(addr, "/orders", "c", "x").await;
     assert_eq!(conflict.status, StatusCode::CONFLICT, "{}", conflict.text());
     assert_eq!(conflict.headers["retry-after"], "1");
@@ -198,10 +192,7 @@ async fn a_key_reused_while_the_first_runs_is_422_at_once(backend: BackendUnderT
             .on_concurrent(on_concurrent);
         let addr = app::serve(app::app(&handlers, layer)).await;
         let first = tokio::spawn(async move { post(addr, "/orders", "r", "x").await });
-        support::eventually("the first request runs", || async {
-            (handlers.started.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
-        })
-        .await;
+        handlers.until_started(1).await;
         // Answered while the first is held inside its handler (the gate is shut).
         let reused = post(addr, "/orders", "r", "another body").await;
         assert_eq!(
@@ -300,10 +291,7 @@ async fn a_client_that_hangs_up_gets_the_answer_on_retry(backend: BackendUnderTe
     let (handlers, gate) = Handlers::new(true);
     let addr = app::serve(app::app(&handlers, layer(&locks))).await;
     let first = tokio::spawn(async move { post(addr, "/orders", "hang", "x").await });
-    support::eventually("the first request runs", || async {
-        (handlers.started.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    handlers.until_started(1).await;
     first.abort(); // the client goes away; its connection closes
     assert!(first.await.unwrap_err().is_cancelled());
     gate.open();
@@ -358,10 +346,7 @@ async fn a_handler_longer_than_its_lease_keeps_its_key(backend: BackendUnderTest
     let layer = layer(&locks).on_concurrent(OnConcurrent::Conflict);
     let addr = app::serve(app::app(&handlers, layer)).await;
     let first = tokio::spawn(async move { post(addr, "/orders", "long", "x").await });
-    support::eventually("the first request runs", || async {
-        (handlers.started.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    handlers.until_started(1).await;
     tokio::time::sleep(3 * lease).await;
     // A duplicate that took the key would run the handler, held at the gate: bounded.
     let duplicate =

@@ -2,7 +2,6 @@
 //! its claim while its handler runs stores nothing over the newer request's response; a
 //! Redis restart mid-handler; Redis down (503 at once, or through with `fail_open`).
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
@@ -22,13 +21,6 @@ async fn claims(redis: &Client) -> Vec<String> {
     keys
 }
 
-async fn started(handlers: &Handlers, n: usize) {
-    support::eventually("the handler runs", || async {
-        (handlers.started.load(Ordering::SeqCst) >= n).then_some(())
-    })
-    .await;
-}
-
 /// The first request's lock is deleted while its handler runs; a second request with the
 /// key runs and stores its response; the first, finishing later, stores nothing over it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,12 +32,12 @@ async fn a_request_that_lost_its_claim_stores_nothing() {
     let layer = IdempotencyLayer::new().manager(locks.clone());
     let addr = app::serve(app::app(&handlers, layer)).await;
     let first = tokio::spawn(async move { post(addr, "/orders", "lost", "first").await });
-    started(&handlers, 1).await;
+    handlers.until_started(1).await;
     let claimed = claims(&redis).await;
     assert_eq!(claimed.len(), 1, "{claimed:?}");
     let _: i64 = redis.del(&claimed[0]).await.unwrap();
     let second = tokio::spawn(async move { post(addr, "/orders", "lost", "second").await });
-    started(&handlers, 2).await;
+    handlers.until_started(2).await;
     gate.open();
     let (first, second) = (first.await.unwrap(), second.await.unwrap());
     assert_eq!(
@@ -74,7 +66,7 @@ async fn a_redis_restart_mid_handler_answers_and_runs_again_on_retry() {
     let layer = IdempotencyLayer::new().manager(locks.clone());
     let addr = app::serve(app::app(&handlers, layer)).await;
     let first = tokio::spawn(async move { post(addr, "/orders", "restart", "x").await });
-    started(&handlers, 1).await;
+    handlers.until_started(1).await;
     tokio::task::block_in_place(|| {
         server.stop();
         server.resume();
@@ -106,7 +98,7 @@ async fn a_redis_restart_lets_a_waiting_duplicate_run_beside_the_first() {
         .wait(Duration::from_secs(20));
     let addr = app::serve(app::app(&handlers, layer)).await;
     let first = tokio::spawn(async move { post(addr, "/orders", "twice", "x").await });
-    started(&handlers, 1).await;
+    handlers.until_started(1).await;
     let duplicate = tokio::spawn(async move { post(addr, "/orders", "twice", "x").await });
     support::eventually("the duplicate waits", || async {
         (locks.stats().waiters == 1).then_some(())
@@ -117,7 +109,7 @@ async fn a_redis_restart_lets_a_waiting_duplicate_run_beside_the_first() {
         server.resume();
     });
     // Both handlers run at once: the gate holds the first while the duplicate starts.
-    started(&handlers, 2).await;
+    handlers.until_started(2).await;
     gate.open();
     let (first, duplicate) = (first.await.unwrap(), duplicate.await.unwrap());
     assert_eq!(first.status, StatusCode::CREATED);
