@@ -154,20 +154,30 @@ impl Hasher for DigestHasher {
 mod tests {
     use super::*;
 
+    /// Boards `digest`'s flight, which must open: its leader.
+    fn leads(flights: &Arc<Flights>, digest: &[u8; 32]) -> FlightLead {
+        match flights.board(digest) {
+            Seat::Leader(lead) => lead,
+            Seat::Follower(_) => panic!("the first of a key leads"),
+        }
+    }
+
+    /// Boards `digest`'s open flight: what its follower hears.
+    fn follows(flights: &Arc<Flights>, digest: &[u8; 32]) -> watch::Receiver<Option<Outcome>> {
+        match flights.board(digest) {
+            Seat::Follower(hear) => hear,
+            Seat::Leader(_) => panic!("the next of a key follows"),
+        }
+    }
+
     #[test]
     fn followers_hear_their_leader_and_a_lone_leader_makes_no_channel() {
         let flights = Arc::new(Flights::default());
         let (a, b) = ([1u8; 32], [2u8; 32]);
-        let Seat::Leader(lone) = flights.board(&a) else {
-            panic!("the first leads")
-        };
+        let lone = leads(&flights, &a);
         assert!(matches!(flights.shard(&a).get(&a), Some(None)));
-        let Seat::Leader(lead) = flights.board(&b) else {
-            panic!("another key leads its own flight")
-        };
-        let Seat::Follower(mut hear) = flights.board(&b) else {
-            panic!("the second follows")
-        };
+        let lead = leads(&flights, &b);
+        let mut hear = follows(&flights, &b);
         assert_eq!((flights.open(), flights.followers()), (2, 1));
         lead.tell(Outcome::RunYourselves);
         assert!(matches!(
@@ -177,12 +187,8 @@ mod tests {
         drop(lone);
         assert_eq!(flights.open(), 0);
         // A leader gone without a word: its followers lead in turn.
-        let Seat::Leader(lead) = flights.board(&a) else {
-            panic!("a new flight")
-        };
-        let Seat::Follower(hear) = flights.board(&a) else {
-            panic!("follows")
-        };
+        let lead = leads(&flights, &a);
+        let hear = follows(&flights, &a);
         drop(lead);
         assert!(matches!(hear.borrow().as_ref(), Some(Outcome::LeadNext)));
     }
@@ -192,19 +198,10 @@ mod tests {
     #[test]
     fn an_outcome_is_made_only_for_followers() {
         let flights = Arc::new(Flights::default());
-        let Seat::Leader(lone) = flights.board(&[3; 32]) else {
-            panic!("the first leads")
-        };
+        let lone = leads(&flights, &[3; 32]);
         lone.tell_with(|| panic!("nobody follows: nothing to make"));
-        let Seat::Leader(lead) = flights.board(&[4; 32]) else {
-            panic!("the first leads")
-        };
-        let hears: Vec<_> = (0..3)
-            .map(|_| match flights.board(&[4; 32]) {
-                Seat::Follower(hear) => hear,
-                Seat::Leader(_) => panic!("the others follow"),
-            })
-            .collect();
+        let lead = leads(&flights, &[4; 32]);
+        let hears: Vec<_> = (0..3).map(|_| follows(&flights, &[4; 32])).collect();
         let mut made = 0;
         lead.tell_with(|| {
             made += 1;
@@ -236,17 +233,11 @@ mod tests {
             .collect();
         let leads: Vec<_> = digests
             .iter()
-            .map(|digest| match flights.board(digest) {
-                Seat::Leader(lead) => lead,
-                Seat::Follower(_) => panic!("a key of its own leads"),
-            })
+            .map(|digest| leads(&flights, digest))
             .collect();
         let hears: Vec<_> = digests
             .iter()
-            .map(|digest| match flights.board(digest) {
-                Seat::Follower(hear) => hear,
-                Seat::Leader(_) => panic!("the second of a key follows"),
-            })
+            .map(|digest| follows(&flights, digest))
             .collect();
         assert_eq!((flights.open(), flights.followers()), (256, 256));
         for lead in leads {
