@@ -12,7 +12,7 @@ mod request;
 
 #[cfg(feature = "idempotency")]
 pub(crate) use background::drop_safe::DropSafe;
-#[cfg(feature = "idempotency")]
+#[cfg(feature = "axum")]
 pub(crate) use background::renewal::DeferredWatchdog;
 #[cfg(feature = "axum")]
 pub(crate) use background::renewal::InlineWatchdog;

@@ -146,34 +146,38 @@ impl LockRequest {
     /// Cancel safe: dropping the future at any point leaves no lock behind. An attempt
     /// already sent is finished in the background and released if it succeeded, and a
     /// lock handed to this request as it is dropped is released for it.
-    #[allow(clippy::manual_async_fn)] // An async fn would keep `self` twice (see below).
     pub fn acquire(self) -> impl Future<Output = Result<LockGuard, LockError>> + Send {
-        // Kept small, as callers hold it in their own futures: an async block keeps the
-        // request once (an async fn's argument is kept twice), and the waiting path, which
-        // an acquisition answered at once never takes, is boxed apart (2 KiB of state).
-        async move {
-            let acquired = match self.acquire_now(true) {
-                Ok(acquired) => acquired,
-                Err(request) => Box::pin(request.acquire_parts(true)).await,
-            };
-            let (guard, watchdog) = acquired?;
+        self.acquire_with(true, |(guard, watchdog)| {
             debug_assert!(watchdog.is_none());
-            Ok(guard)
-        }
+            guard
+        })
     }
 
     /// Acquires, with the watchdog (if any) handed back unstarted: the caller starts it
     /// (with [`LockGuard::keep_alive`]) only if the work under the lock has to wait, and
-    /// drops it before releasing. Boxed as [`acquire`](Self::acquire) is, on its waiting
-    /// path only.
-    #[cfg(feature = "axum")]
-    #[allow(clippy::manual_async_fn)] // An async fn would keep `self` twice.
+    /// drops it before releasing.
+    #[cfg(feature = "idempotency")]
     pub(crate) fn acquire_unwatched(self) -> impl Future<Output = Result<Acquired, LockError>> {
+        self.acquire_with(false, |acquired| acquired)
+    }
+
+    /// Acquires (see [`acquire_parts`](Self::acquire_parts) for `spawn_watchdog`), the
+    /// acquisition handed to `finish`. Kept small, as callers hold it in their own futures:
+    /// an async block keeps the request once (an async fn's argument is kept twice), and
+    /// the waiting path, which an acquisition answered at once never takes, is boxed apart
+    /// (2 KiB of state).
+    #[allow(clippy::manual_async_fn)]
+    fn acquire_with<T>(
+        self,
+        spawn_watchdog: bool,
+        finish: impl FnOnce(Acquired) -> T + Send,
+    ) -> impl Future<Output = Result<T, LockError>> + Send {
         async move {
-            match self.acquire_now(false) {
+            let acquired = match self.acquire_now(spawn_watchdog) {
                 Ok(acquired) => acquired,
-                Err(request) => Box::pin(request.acquire_parts(false)).await,
-            }
+                Err(request) => Box::pin(request.acquire_parts(spawn_watchdog)).await,
+            };
+            acquired.map(finish)
         }
     }
 

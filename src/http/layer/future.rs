@@ -19,36 +19,7 @@ use super::response_body::{Answer, LockResponseBody};
 use super::start::{Acquiring, Later, Start};
 use super::LayerConfig;
 use crate::backend::BoxFuture;
-use crate::engine::{InlineWatchdog, PendingWatchdog};
-
-/// The watchdog of a request's lock, started only once the handler has to wait; under
-/// `abort_on_lost`, for an explicit lease or a multi-lock, the wait for a loss.
-enum Watchdog {
-    /// No lease to renew or watch (none held, an explicit lease kept to the end, or lost).
-    Off,
-    Unstarted(PendingWatchdog),
-    Running(InlineWatchdog),
-}
-
-impl Watchdog {
-    /// Starts the watchdog if need be and polls it: `true` once the lock is lost.
-    fn poll_lost(&mut self, guard: Option<&RequestGuard>, cx: &mut Context<'_>) -> bool {
-        if let Watchdog::Unstarted(keeper) = self {
-            *self = match guard.and_then(|guard| guard.keep_alive(keeper.clone())) {
-                Some(renewing) => Watchdog::Running(renewing),
-                None => Watchdog::Off,
-            };
-        }
-        let Watchdog::Running(renewing) = self else {
-            return false;
-        };
-        if renewing.as_mut().poll(cx).is_pending() {
-            return false;
-        }
-        *self = Watchdog::Off;
-        true
-    }
-}
+use crate::engine::DeferredWatchdog;
 
 /// Response future of [`Lock`](super::Lock).
 #[pin_project]
@@ -81,7 +52,7 @@ enum ResponseState<F, R, E, B> {
     },
     /// The inner service runs; the watchdog (declared first: dropped first) renews.
     Calling {
-        watchdog: Watchdog,
+        watchdog: DeferredWatchdog,
         #[pin]
         inner: F,
         guard: Option<RequestGuard>,
@@ -118,18 +89,18 @@ where
         let state = match start {
             Start::Locked(request, guard, watchdog) => ResponseState::Calling {
                 watchdog: match watchdog {
-                    Some(keeper) => Watchdog::Unstarted(keeper),
+                    Some(keeper) => DeferredWatchdog::Unstarted(keeper),
                     // An explicit lease ends on its own, a multi-lock's parts renew
                     // themselves: aborting means watching for the loss (the loss signal
                     // fires a margin before a lease ends).
-                    None if config.options.abort_on_lost => Watchdog::Running(guard.lost()),
-                    None => Watchdog::Off,
+                    None if config.options.abort_on_lost => DeferredWatchdog::Running(guard.lost()),
+                    None => DeferredWatchdog::Off,
                 },
                 inner: service.call(request),
                 guard: Some(guard),
             },
             Start::Unlocked(request) => ResponseState::Calling {
-                watchdog: Watchdog::Off,
+                watchdog: DeferredWatchdog::Off,
                 inner: service.call(request),
                 guard: None,
             },
@@ -185,7 +156,9 @@ where
                     let output = match inner.poll(cx) {
                         Poll::Ready(output) => output.map(Answer::Inner),
                         Poll::Pending => {
-                            if !watchdog.poll_lost(guard.as_ref(), cx) {
+                            let start =
+                                |keeper| guard.as_ref().and_then(|guard| guard.keep_alive(keeper));
+                            if !watchdog.poll_lost(start, cx) {
                                 return Poll::Pending;
                             }
                             // Lost (the watchdog has traced why).
@@ -205,7 +178,7 @@ where
                             continue;
                         }
                     };
-                    *watchdog = Watchdog::Off;
+                    *watchdog = DeferredWatchdog::Off;
                     let pending = match guard.take().map(RequestGuard::release_now) {
                         Some(Err(release)) => release,
                         Some(Ok(())) | None => {

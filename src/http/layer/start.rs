@@ -186,7 +186,12 @@ where
         Err(rejection) => return Start::Rejected(rejection),
     };
     let key = lock.key().cloned();
-    let acquired = lock.acquire_unwatched().await;
+    // Its waiting path inline (not `acquire_unwatched`, which boxes it apart): this future
+    // is boxed already.
+    let acquired = match lock.acquire_now(false) {
+        Ok(acquired) => acquired,
+        Err(lock) => lock.acquire_parts(false).await,
+    };
     finish(&config, parts, body, acquired, key.as_ref())
 }
 

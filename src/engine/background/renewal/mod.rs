@@ -3,7 +3,7 @@
 //! idempotency layer's run, started only once the work under the lock has to wait);
 //! a gate orders renewals before the release.
 
-#[cfg(feature = "idempotency")]
+#[cfg(feature = "axum")]
 mod deferred;
 mod gate;
 mod schedule;
@@ -33,7 +33,7 @@ pub(crate) trait Renewable: Send + Sync + 'static {
     fn runtime(&self) -> Option<Handle>;
 }
 
-#[cfg(feature = "idempotency")]
+#[cfg(feature = "axum")]
 pub(crate) use deferred::DeferredWatchdog;
 pub(crate) use gate::RenewGate;
 pub(crate) use schedule::Renewals;
