@@ -13,8 +13,9 @@ use crate::key::{LockKey, OwnerId};
 use crate::kind::LockKind;
 use crate::telemetry;
 
-/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
-/// background on the runtime it was acquired on.
+/// A held lock. Release it with [`release`](Self::release); dropping it releases it: at
+/// once on the in-memory backend (unless a renewal is under way), else in the background on
+/// the runtime it was acquired on.
 ///
 /// While the guard lives without an explicit lease, a watchdog renews the lease every
 /// lease/3. If the lock is lost anyway, [`lost`](Self::lost) completes.
@@ -211,6 +212,10 @@ impl Drop for LockGuard {
             tracing::warn!(target: telemetry::TARGET, key = %hold.key(), "tower-lock: a guard was dropped outside a Tokio runtime; the lock ends with its lease");
             return;
         };
+        // In-process and nothing in the way: at once, without a task.
+        if hold.release_now(None).is_some() {
+            return;
+        }
         // Take our place in the count lock now, so that a release that starts after this
         // drop (another guard of the same hold) is ordered after ours.
         match Counted::try_lock(hold) {
@@ -284,6 +289,46 @@ impl LockGuard {
 #[cfg(test)]
 mod tests {
     use crate::LockManager;
+
+    /// A guard dropped on an in-process backend frees its lock before the drop returns: no
+    /// task of its own (one per request for every extractor, which drops its guard), and
+    /// the next acquisition finds the lock free at once. With a renewal under way, the drop
+    /// leaves the release to the background, which waits for it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_guard_dropped_in_process_frees_its_lock_before_the_drop_returns() {
+        let locks = LockManager::memory();
+        for reentered in [false, true] {
+            let outer = locks.lock("dropped").acquire().await.unwrap();
+            let inner = match reentered {
+                true => Some(outer.reenter().await.unwrap()),
+                false => None,
+            };
+            drop(outer);
+            if let Some(inner) = inner {
+                assert_ne!(locks.stats(), Default::default(), "one hold of two is left");
+                drop(inner);
+            }
+            // Nothing has yielded since the drop: a release left to a task has not run on
+            // this one thread.
+            assert_eq!(locks.stats(), Default::default(), "reentered: {reentered}");
+            let next = locks.lock("dropped").try_acquire().await.expect("free");
+            assert!(next.release_now().is_ok());
+        }
+        let guard = locks.lock("renewing").acquire().await.unwrap();
+        let hold = guard.hold().clone();
+        let renewing = hold.gate().begin().expect("the gate is open");
+        drop(guard);
+        assert_eq!(locks.stats().renewals, 1, "released after the renewal");
+        drop(renewing);
+        let next = locks
+            .lock("renewing")
+            .wait(std::time::Duration::from_secs(10))
+            .acquire()
+            .await
+            .expect("released once the renewal ended");
+        assert!(next.release_now().is_ok());
+        assert_eq!(locks.stats(), Default::default());
+    }
 
     /// A release answered at once (in process) does not release while a renewal is under
     /// way: it falls back to the release that waits for the renewal, then frees the lock.
