@@ -7,11 +7,36 @@
 //! The layers are set up as the README recommends, with the manager given to the layer
 //! (`LockLayer::manager`). One more memory variant takes its manager from an `Extension`
 //! layer instead, for comparison (the extra layer costs axum a boxed service and a future
-//! per request, and the manager an extension insert).
+//! per request, and the manager an extension insert); another locks with the `Locked<K>`
+//! extractor instead of the layer, its manager from an `Extension` layer too.
 
 use super::pinned::Pinned;
 use super::*;
 use crate::cpu::CpuTime;
+use tower_lock::extract::{KeySource, Lockable, Locked};
+
+/// The extractor variant's key: the path's `key`, locked under the layer's names.
+struct PathKey(String);
+
+impl Lockable for PathKey {
+    fn source() -> KeySource {
+        KeySource::path("key")
+    }
+    fn parse(raw: &str) -> Result<Self, String> {
+        Ok(PathKey(raw.to_owned()))
+    }
+    fn lock_name(&self) -> String {
+        format!("bench:s4:key:{}", self.0)
+    }
+}
+
+/// How a variant locks: a layer given its manager, a layer finding it in an `Extension`,
+/// or the extractor (its manager in an `Extension`).
+enum Locking {
+    Layer,
+    LayerWithExtension,
+    Extractor,
+}
 
 /// S4: HTTP overhead of the layer, Redis and memory, against no lock.
 pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut Report) {
@@ -22,19 +47,31 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
     let layer = || LockLayer::by_path_param("key").key_prefix("bench:s4:");
     let variants = [
         ("no lock", None),
-        ("LockLayer redis", Some((redis, false))),
-        ("LockLayer memory", Some((LockManager::memory(), false))),
+        ("LockLayer redis", Some((redis, Locking::Layer))),
+        ("LockLayer memory", Some((LockManager::memory(), Locking::Layer))),
         (
             "LockLayer memory, manager from an Extension layer",
-            Some((LockManager::memory(), true)),
+            Some((LockManager::memory(), Locking::LayerWithExtension)),
+        ),
+        (
+            "Locked<K> extractor memory, manager from an Extension layer",
+            Some((LockManager::memory(), Locking::Extractor)),
         ),
     ];
     let mut addrs = Vec::new();
     for (_, locks) in &variants {
         let app = Router::new().route("/k/{key}", post(|| async { "ok" }));
         let app = match locks {
-            Some((locks, false)) => app.route_layer(layer().manager(locks.clone())),
-            Some((locks, true)) => app.route_layer(layer()).layer(Extension(locks.clone())),
+            Some((locks, Locking::Layer)) => app.route_layer(layer().manager(locks.clone())),
+            Some((locks, Locking::LayerWithExtension)) => {
+                app.route_layer(layer()).layer(Extension(locks.clone()))
+            }
+            Some((locks, Locking::Extractor)) => Router::new()
+                .route(
+                    "/k/{key}",
+                    post(|Locked(_key): Locked<PathKey>| async { "ok" }),
+                )
+                .layer(Extension(locks.clone())),
             None => app,
         };
         addrs.push(serve(app).await);
@@ -162,6 +199,13 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
         "memory layer with the manager from an Extension layer ÷ no lock",
         format!("{r_extension:.2}"),
         r_extension,
+    );
+    let r_extractor = rates[4] / rates[0];
+    report.add(
+        "S4b 64 connections",
+        "memory Locked<K> extractor (manager from an Extension layer) ÷ no lock",
+        format!("{r_extractor:.2}"),
+        r_extractor,
     );
     let (one_eval, two_evals) = (rates[floors] / rates[0], rates[floors + 1] / rates[0]);
     report.add(
