@@ -131,10 +131,15 @@ impl Renewals {
     /// Takes a hold off the schedule (it is being released): `slot` is its place, as
     /// [`RenewGate::try_close`](crate::engine::background::renewal::RenewGate::try_close) or `close` gave it.
     pub(crate) fn cancel(&self, slot: Option<ScheduleSlot>) {
+        // Most holds of the layers are never scheduled (their watchdog starts only when the
+        // handler waits): the schedule's lock, shared by every hold, is left alone then.
+        let Some(slot) = slot else {
+            return;
+        };
         let mut state = self.state();
         let state = &mut *state;
         match slot {
-            Some(ScheduleSlot::Fresh { place, id }) => {
+            ScheduleSlot::Fresh { place, id } => {
                 let Some(fresh) = state.fresh.get_mut(place) else {
                     return;
                 };
@@ -149,10 +154,9 @@ impl Renewals {
                     }
                 }
             }
-            Some(ScheduleSlot::Sorted(due, id)) => {
+            ScheduleSlot::Sorted(due, id) => {
                 state.due.remove(&(due, id));
             }
-            None => {}
         }
     }
 
