@@ -48,7 +48,10 @@ pub(super) async fn s4(url: &str, scale: Scale, own_server: bool, report: &mut R
     let variants = [
         ("no lock", None),
         ("LockLayer redis", Some((redis, Locking::Layer))),
-        ("LockLayer memory", Some((LockManager::memory(), Locking::Layer))),
+        (
+            "LockLayer memory",
+            Some((LockManager::memory(), Locking::Layer)),
+        ),
         (
             "LockLayer memory, manager from an Extension layer",
             Some((LockManager::memory(), Locking::LayerWithExtension)),
