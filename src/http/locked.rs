@@ -49,8 +49,9 @@ pub trait Lockable: Sized + Send + 'static {
 
 /// Extracts `K`, takes its lock, and holds it while the handler runs: the lock is
 /// released when the handler's future finishes or is dropped (on the in-memory backend at
-/// once, else in the background, right away). If [`LockLayer`](crate::layer::LockLayer) already holds the same key for this request,
-/// the extractor enters that lock again (same owner) instead of waiting for itself.
+/// once, else in the background, right away). If [`LockLayer`](crate::layer::LockLayer)
+/// already holds the same key for this request, the extractor enters that lock again (same
+/// owner) instead of waiting for itself.
 ///
 /// The lock is named `K::lock_name()` (under the manager's prefix). A layer excludes it
 /// only when it names its locks the same way: [`LockLayer::for_key::<K>()`]; a layer
