@@ -318,7 +318,11 @@ mod tests {
         let hold = guard.hold().clone();
         let renewing = hold.gate().begin().expect("the gate is open");
         drop(guard);
-        assert_eq!(locks.stats().renewals, 1, "the release waits for the renewal");
+        assert_eq!(
+            locks.stats().renewals,
+            1,
+            "the release waits for the renewal"
+        );
         drop(renewing);
         let next = locks
             .lock("renewing")
